@@ -1,0 +1,1 @@
+"""forkagent: agents whose sub-agents fork the parent context and share its prompt cache."""

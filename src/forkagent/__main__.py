@@ -1,0 +1,3 @@
+from forkagent.cli import main
+
+main()

@@ -1,0 +1,17 @@
+"""The ``forkagent`` command line. Each command group lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="forkagent",
+    help="Agents whose sub-agents fork the parent's context and share its prompt cache.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,104 @@
+"""The model protocol every adapter and test model implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..messages import AssistantMessage, JsonValue
+from ..requests import ModelRequest
+from ..usage import Usage
+
+StopReason: TypeAlias = Literal[
+    "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn", "error"
+]
+HistoryStyle: TypeAlias = Literal["tool_result", "alternating"]
+"""``tool_result``: Anthropic/OpenAI; ``alternating``: Gemini's strict user/model turns."""
+Warmup: TypeAlias = Literal["none", "first_response_starts", "first_response_ends"]
+"""When a provider's cache entry becomes readable by a sibling request."""
+
+
+class ModelResponse(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    message: AssistantMessage
+    stop_reason: StopReason = "end_turn"
+    usage: Usage = Usage()
+    model: str = ""
+    response_id: str | None = None
+    cache_diagnosis: dict[str, JsonValue] | None = None
+    """The provider's own explanation of a cache miss, when it sends one."""
+    details: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUseStarted:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseComplete:
+    response: ModelResponse
+
+
+StreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolUseStarted | ResponseComplete
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProfile:
+    """What the orchestration needs to know about a provider's wire and cache."""
+
+    provider: str
+    history_style: HistoryStyle = "tool_result"
+    warmup: Warmup = "none"
+    supports_prewarm: bool = False
+    min_cache_tokens: int = 0
+
+
+class Model(ABC):
+    """An LLM endpoint. Implementations must be deterministic in what they send."""
+
+    profile: ModelProfile
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The model id sent to the provider."""
+
+    @property
+    def spec(self) -> str:
+        """``provider:model``, the string that resolves back to this model."""
+        return f"{self.profile.provider}:{self.name}"
+
+    @abstractmethod
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send one request and return the complete reply."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream a reply; the last event is always ``ResponseComplete``.
+
+        The default streams nothing but the complete response.
+        """
+        yield ResponseComplete(await self.request(request))
+
+    async def prewarm(self, request: ModelRequest) -> Usage | None:
+        """Write the cache for ``request``'s prefix without generating; None if unsupported."""
+        return None
+
+    async def aclose(self) -> None:
+        """Release connections."""
