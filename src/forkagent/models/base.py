@@ -100,5 +100,5 @@ class Model(ABC):
         """Write the cache for ``request``'s prefix without generating; None if unsupported."""
         return None
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release connections."""

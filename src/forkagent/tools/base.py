@@ -155,7 +155,7 @@ def _args_model(
             annotation,
             _field(default, described.get(param.name)),
         )
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         f"{function.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields
     )
     return takes_ctx, model

@@ -1,0 +1,1 @@
+"""Private machinery behind the public ``Agent``: the loop, forks, tasks, routing."""

@@ -1,0 +1,74 @@
+"""Budgets: turn, token, cost and wall-time limits for one agent and for a tree."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..errors import BudgetExceededError
+from ..usage import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Caps for one agent, or (as a tree budget) for an agent and all its descendants.
+
+    ``max_tokens`` counts every prompt and output token (cached ones too: the
+    cap is about work done, not money); ``max_cost`` is in USD and only counts
+    usage whose price is known.
+    """
+
+    max_turns: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    max_seconds: float | None = None
+
+
+class Budget:
+    """Counters checked before every model request; charges flow up to the parent budget."""
+
+    def __init__(self, limits: Limits = Limits(), parent: Budget | None = None) -> None:
+        self.limits = limits
+        self.parent = parent
+        self.started = time.monotonic()
+        self.tokens = 0
+        self.cost = 0.0
+        self.turns = 0
+
+    def child(self, limits: Limits = Limits()) -> Budget:
+        return Budget(limits, parent=self)
+
+    def charge(self, usage: Usage, cost: float | None) -> None:
+        budget: Budget | None = self
+        while budget is not None:
+            budget.tokens += usage.total_tokens
+            budget.cost += cost or 0.0
+            budget.turns += 1
+            budget = budget.parent
+
+    def check(self, agent_turns: int) -> None:
+        """Raise ``BudgetExceededError`` if this agent or any ancestor budget is spent."""
+        if self.limits.max_turns is not None and agent_turns >= self.limits.max_turns:
+            raise BudgetExceededError(
+                "max_turns", f"reached the limit of {self.limits.max_turns} turns"
+            )
+        budget: Budget | None = self
+        while budget is not None:
+            budget._check_shared()
+            budget = budget.parent
+
+    def _check_shared(self) -> None:
+        limits = self.limits
+        if limits.max_tokens is not None and self.tokens >= limits.max_tokens:
+            raise BudgetExceededError(
+                "max_tokens", f"used {self.tokens} tokens of a {limits.max_tokens} budget"
+            )
+        if limits.max_cost is not None and self.cost >= limits.max_cost:
+            raise BudgetExceededError(
+                "max_cost", f"spent ${self.cost:.4f} of a ${limits.max_cost:.4f} budget"
+            )
+        elapsed = time.monotonic() - self.started
+        if limits.max_seconds is not None and elapsed >= limits.max_seconds:
+            raise BudgetExceededError(
+                "max_seconds", f"ran {elapsed:.1f}s of a {limits.max_seconds:.1f}s limit"
+            )

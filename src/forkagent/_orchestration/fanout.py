@@ -1,0 +1,78 @@
+"""Warm first, then release the siblings (CACHING.md, consequence 3).
+
+Siblings launched at the same instant all miss: a cache entry is readable
+only once the first response has begun (Anthropic) or ended (DashScope
+explicit, DeepSeek). A family's first child goes alone; the others wait for
+its signal. Anthropic can instead pre-warm with ``max_tokens: 0``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..errors import StreamInterruptedError
+from ..models.base import Model, ModelResponse, ResponseComplete, Warmup
+from ..requests import ModelRequest
+
+FanoutMode = Literal["auto", "off", "prewarm"]
+
+
+@dataclass(eq=False)
+class ForkFamily:
+    """Siblings forked from one parent state; they share one cached prefix."""
+
+    key: tuple[str, int]
+    warmup: Warmup
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    leader: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.warmup == "none":
+            self.released.set()
+
+    def lead_or_wait(self, agent_id: str) -> bool:
+        """True when ``agent_id`` goes first and must release the others."""
+        if self.released.is_set() or self.leader not in (None, agent_id):
+            return False
+        self.leader = agent_id
+        return True
+
+    async def wait(self) -> None:
+        await self.released.wait()
+
+    def release(self) -> None:
+        self.released.set()
+
+
+async def send_in_family(
+    family: ForkFamily, agent_id: str, model: Model, request: ModelRequest, *, prewarm: bool
+) -> ModelResponse:
+    """A child's first request, ordered so that its siblings can read the cache."""
+    if not family.lead_or_wait(agent_id):
+        await family.wait()
+        return await model.request(request)
+    try:
+        if prewarm and model.profile.supports_prewarm:
+            await model.prewarm(request)
+            family.release()
+            return await model.request(request)
+        if family.warmup == "first_response_starts":
+            return await _stream_releasing(family, model, request)
+        return await model.request(request)
+    finally:
+        family.release()
+
+
+async def _stream_releasing(
+    family: ForkFamily, model: Model, request: ModelRequest
+) -> ModelResponse:
+    """Stream the leader's reply and release the siblings at its first event."""
+    async for event in model.stream(request):
+        family.release()
+        if isinstance(event, ResponseComplete):
+            return event.response
+    raise StreamInterruptedError(
+        "the stream ended without a final response", provider=model.profile.provider
+    )

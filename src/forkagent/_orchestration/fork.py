@@ -1,0 +1,137 @@
+"""Fork construction: a child whose request prefix is its parent's, byte for byte.
+
+A child is built only from what the parent actually sent (its last request,
+the cache-safe snapshot) plus the parent's last assistant message. Every
+message object is shared by reference; the only new content is one message
+at the end: a constant placeholder result for each pending tool call, the
+constant fork rules, then the per-child directive. The cache breakpoint goes
+on the rules block, the last block every sibling shares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..messages import (
+    AssistantMessage,
+    ContentBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    UserMessage,
+    pending_tool_uses,
+)
+from ..models.base import HistoryStyle
+from ..requests import BlockPosition, ModelRequest, canonical_json
+
+FORK_PLACEHOLDER = "Forked: this call's work continues in a child agent."
+"""The one result every child sees for every pending parent tool call."""
+
+FORK_ACK = "Understood. The forked children are running."
+"""Model turn inserted in the alternating style so roles keep alternating."""
+
+FORK_TAG = "forkagent-fork"
+
+FORK_RULES = f"""<{FORK_TAG}>
+You are a forked child of the agent whose conversation appears above. Everything
+above was the parent's work; from here on you act alone on the directive below.
+
+Rules for you, the fork:
+1. Instructions above about forking or delegating were meant for the parent. You
+   are the fork: do not start agents of any kind, forked or named.
+2. Do not chat. Use your tools directly, without narrating between calls.
+3. Stay inside the directive's scope. If you notice other work, mention it
+   under Issues instead of doing it.
+4. Report once, at the end, then stop. Keep it short unless the directive asks
+   for detail.
+5. Begin your report with "Scope:".
+
+Report format:
+Scope: the directive in one line.
+Result: what you found or did.
+Key files: the files that matter, with paths.
+Files changed: each file you changed, or "none".
+Verification: how you checked the result (commands run, tests), or "not verified".
+Issues: problems, risks or follow-ups, or "none".
+</{FORK_TAG}>"""
+
+
+def directive_text(directive: str) -> str:
+    return f"Directive:\n{directive}"
+
+
+@dataclass(frozen=True, slots=True)
+class ForkedHistory:
+    messages: tuple[Message, ...]
+    shared_prefix_end: BlockPosition
+    """The rules block: the last block identical across siblings."""
+
+
+def build_forked_messages(
+    history: Sequence[Message], directive: str, *, style: HistoryStyle = "tool_result"
+) -> ForkedHistory:
+    """The child's history for each way the parent's history can end.
+
+    - assistant with tool calls: placeholders answer every pending call, then
+      rules and directive follow in the same user message (alternating style:
+      placeholders alone, a constant model acknowledgement, then the rules);
+    - assistant without tool calls: a new user message with rules and directive;
+    - a trailing user message: rules and directive are appended to it, which
+      keeps its earlier blocks (and so the cached prefix) unchanged.
+    """
+    pending = pending_tool_uses(history)
+    shared: list[Message] = list(history)
+    head: tuple[ContentBlock, ...] = ()
+    if shared and isinstance(shared[-1], UserMessage):
+        head = shared.pop().content
+    placeholders = tuple(
+        ToolResultBlock(tool_use_id=u.id, content=(TextBlock(text=FORK_PLACEHOLDER),))
+        for u in pending
+    )
+    if placeholders and style == "alternating":
+        shared.append(UserMessage(content=head + placeholders, origin="fork"))
+        shared.append(AssistantMessage(content=(TextBlock(text=FORK_ACK),)))
+        head = ()
+    else:
+        head += placeholders
+    rules = TextBlock(text=FORK_RULES)
+    last = UserMessage(
+        content=(*head, rules, TextBlock(text=directive_text(directive))), origin="fork"
+    )
+    shared.append(last)
+    position = BlockPosition(message=len(shared) - 1, block=len(last.content) - 2)
+    return ForkedHistory(tuple(shared), position)
+
+
+def is_fork_history(messages: Sequence[Message]) -> bool:
+    """The fallback recursion guard: looks only at messages the fork builder made.
+
+    A user who types the fork tag writes an ``origin="user"`` message, which
+    this never inspects.
+    """
+    return any(
+        isinstance(m, UserMessage)
+        and m.origin == "fork"
+        and any(isinstance(b, TextBlock) and b.text == FORK_RULES for b in m.content)
+        for m in messages
+    )
+
+
+def cache_key_hash(request: ModelRequest) -> str:
+    """A stable digest of what decides a request's cache namespace.
+
+    Model, settings (thinking, tool choice, sampling, routing key), tools and
+    system: siblings and their parent must agree on all of it.
+    """
+    digest = hashlib.sha256()
+    digest.update(canonical_json({"model": request.model}))
+    digest.update(canonical_json(request.settings.model_dump(mode="json")))
+    for tool in request.tools:
+        digest.update(canonical_json(tool.model_dump(mode="json")))
+    system = request.system if isinstance(request.system, str) else [
+        b.model_dump(mode="json") for b in request.system
+    ]
+    digest.update(canonical_json(system))
+    return digest.hexdigest()[:16]

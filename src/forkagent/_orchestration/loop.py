@@ -1,0 +1,296 @@
+"""The turn loop: request, dispatch tool calls, append results, repeat.
+
+One ``AgentRun`` is one agent's live conversation. The loop mutates only its
+``messages`` list, appending immutable messages, so a child forked from it
+can share every earlier message object by reference. Whatever ends the loop
+(the model stopping, a limit, an error, cancellation) leaves a history in
+which every tool call has a result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import BudgetExceededError, ToolError
+from ..events import (
+    AgentKind,
+    AgentStatus,
+    Event,
+    NotificationDelivered,
+    RequestSent,
+    ResponseReceived,
+    ToolCalled,
+    ToolFinished,
+)
+from ..messages import (
+    AssistantMessage,
+    ImageBlock,
+    JsonValue,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+    pending_tool_uses,
+)
+from ..models.base import Model, ModelResponse
+from ..pricing import cost
+from ..requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
+from ..tools.base import Tool, ToolContext, ToolOutput
+from ..usage import Usage
+from .budget import Budget
+from .fanout import ForkFamily, send_in_family
+
+CANCELLED_RESULT = "Cancelled before this tool call finished."
+
+
+class Decision(Protocol):
+    @property
+    def allowed(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+class Authorizer(Protocol):
+    """Decides, before a call runs, whether it may (permission policy, filters)."""
+
+    async def authorize(
+        self, tool: Tool, args: Mapping[str, JsonValue], ctx: ToolContext
+    ) -> Decision: ...
+
+
+ToolGate = Callable[["AgentRun", ToolUseBlock], Awaitable[str | None]]
+"""Returns a refusal message for a call, or None to let it run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A finished background child's report, waiting for its parent's next turn."""
+
+    task_id: str
+    block: TextBlock
+
+
+@dataclass(eq=False)
+class AgentRun:
+    """One agent's conversation and everything its requests are made from."""
+
+    id: str
+    model: Model
+    system: str | tuple[TextBlock, ...]
+    tools: tuple[Tool, ...]
+    tool_specs: tuple[ToolSpec, ...]
+    """Exactly what is sent. A fork shares its parent's tuple, even for tools it may not call."""
+    settings: ModelSettings
+    cwd: Path
+    budget: Budget
+    messages: list[Message] = field(default_factory=list)
+    kind: AgentKind = "main"
+    label: str = "main"
+    parent_id: str | None = None
+    depth: int = 0
+    is_fork: bool = False
+    """The structural recursion marker, set when the fork is created."""
+    shared_prefix_end: BlockPosition | None = None
+    gates: tuple[ToolGate, ...] = ()
+    emit: Callable[[Event], None] = lambda event: None
+    runtime: Any = None
+    timeout: float | None = None
+    """Seconds for one model request before it counts as failed."""
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    last_request: ModelRequest | None = None
+    """The cache-safe snapshot: the last request actually sent."""
+    last_usage: Usage | None = None
+    inbox: list[Notification] = field(default_factory=list)
+    """Notifications to add to the conversation at the next turn boundary."""
+    family: ForkFamily | None = None
+    """Set on a fork child until its first request: orders it among its siblings."""
+    prewarm: bool = False
+    _by_name: dict[str, Tool] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_name = {t.name: t for t in self.tools}
+
+    def tool(self, name: str) -> Tool | None:
+        return self._by_name.get(name)
+
+    @property
+    def output(self) -> str:
+        """The last assistant text: what the agent reports."""
+        for message in reversed(self.messages):
+            if isinstance(message, AssistantMessage) and message.text:
+                return message.text
+        return ""
+
+    def build_request(self) -> ModelRequest:
+        # model_construct: the parts are already validated values; this is the hot path.
+        return ModelRequest.model_construct(
+            model=self.model.name,
+            system=self.system,
+            tools=self.tool_specs,
+            messages=tuple(self.messages),
+            settings=self.settings,
+            shared_prefix_end=self.shared_prefix_end,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LoopOutcome:
+    status: AgentStatus
+    stop_reason: str
+    error: str | None = None
+
+
+async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutcome:
+    """Run turns until the model stops or something ends the run.
+
+    Returns the outcome instead of raising for budget limits; cancellation
+    propagates (after the history is made consistent).
+    """
+    while True:
+        _deliver_inbox(run)
+        try:
+            run.budget.check(run.turns)
+        except BudgetExceededError as exc:
+            return LoopOutcome(_status_for(exc), exc.limit, str(exc))
+        response = await _request(run)
+        run.messages.append(response.message)
+        uses = response.message.tool_uses
+        if uses:
+            run.messages.append(await dispatch(run, uses))
+            continue
+        if continue_on_inbox and run.inbox:
+            continue
+        return LoopOutcome("completed", response.stop_reason)
+
+
+def _status_for(exc: BudgetExceededError) -> AgentStatus:
+    return "timed_out" if exc.limit == "max_seconds" else "budget_exceeded"
+
+
+async def _request(run: AgentRun) -> ModelResponse:
+    request = run.build_request()
+    run.emit(RequestSent(run.id, run.turns, request))
+    started = time.monotonic()
+    response = await asyncio.wait_for(_send(run, request), run.timeout)
+    run.last_request = request
+    run.last_usage = response.usage
+    run.turns += 1
+    run.usage = run.usage + response.usage
+    run.budget.charge(response.usage, cost(run.model.name, response.usage))
+    run.emit(ResponseReceived(run.id, run.turns, response, time.monotonic() - started))
+    return response
+
+
+async def _send(run: AgentRun, request: ModelRequest) -> ModelResponse:
+    family, run.family = run.family, None
+    if family is None:
+        return await run.model.request(request)
+    return await send_in_family(family, run.id, run.model, request, prewarm=run.prewarm)
+
+
+def _deliver_inbox(run: AgentRun) -> None:
+    """Fold pending notifications into the conversation at a turn boundary."""
+    if not run.inbox:
+        return
+    pending, run.inbox = run.inbox, []
+    blocks = tuple(n.block for n in pending)
+    last = run.messages[-1] if run.messages else None
+    if isinstance(last, UserMessage):
+        # Merge so roles keep alternating (a tool-result message, or a prompt).
+        run.messages[-1] = UserMessage(content=last.content + blocks, origin=last.origin)
+    else:
+        run.messages.append(UserMessage(content=blocks, origin="notification"))
+    for notification in pending:
+        run.emit(NotificationDelivered(run.id, notification.task_id))
+
+
+async def dispatch(run: AgentRun, uses: Sequence[ToolUseBlock]) -> UserMessage:
+    """Run the calls concurrently; always return one result per call, in order."""
+    results: dict[str, ToolResultBlock] = {}
+
+    async def one(use: ToolUseBlock) -> None:
+        results[use.id] = await call_tool(run, use)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for use in uses:
+                group.create_task(one(use))
+    except asyncio.CancelledError:
+        run.messages.append(_results_message(uses, results))
+        raise
+    return _results_message(uses, results)
+
+
+def _results_message(
+    uses: Sequence[ToolUseBlock], results: Mapping[str, ToolResultBlock]
+) -> UserMessage:
+    return UserMessage(
+        content=tuple(
+            results.get(u.id) or _error_result(u.id, CANCELLED_RESULT) for u in uses
+        ),
+        origin="tool",
+    )
+
+
+async def call_tool(run: AgentRun, use: ToolUseBlock) -> ToolResultBlock:
+    """One call, every failure turned into an error result the model can act on."""
+    run.emit(ToolCalled(run.id, use.id, use.name, use.input))
+    try:
+        output = await _checked_call(run, use)
+        result = ToolResultBlock(tool_use_id=use.id, content=_as_blocks(output))
+    except ToolError as exc:
+        result = _error_result(use.id, str(exc))
+    except Exception as exc:
+        result = _error_result(use.id, f"{use.name} failed: {type(exc).__name__}: {exc}")
+    run.emit(ToolFinished(run.id, use.id, use.name, result.is_error, result.text[:200]))
+    return result
+
+
+async def _checked_call(run: AgentRun, use: ToolUseBlock) -> ToolOutput:
+    tool = run.tool(use.name)
+    if tool is None:
+        names = ", ".join(sorted(t.name for t in run.tools)) or "none"
+        raise ToolError(f"there is no tool named {use.name!r}; available tools: {names}")
+    if use.raw_arguments is not None:
+        raise ToolError(
+            f"the arguments were not valid JSON ({use.raw_arguments[:200]!r}); "
+            f"call {use.name} again with a JSON object matching its schema"
+        )
+    for gate in run.gates:
+        refusal = await gate(run, use)
+        if refusal is not None:
+            raise ToolError(refusal)
+    ctx = ToolContext(cwd=run.cwd, agent_id=run.id, tool_use_id=use.id, runtime=run.runtime)
+    return await tool.call(dict(use.input), ctx)
+
+
+def _as_blocks(output: ToolOutput) -> tuple[TextBlock | ImageBlock, ...]:
+    if isinstance(output, str):
+        return (TextBlock(text=output),)
+    return tuple(output)
+
+
+def _error_result(tool_use_id: str, message: str) -> ToolResultBlock:
+    return ToolResultBlock(
+        tool_use_id=tool_use_id, content=(TextBlock(text=message),), is_error=True
+    )
+
+
+def close_pending(run: AgentRun, message: str = CANCELLED_RESULT) -> None:
+    """Answer tool calls left open (a run stopped between reply and dispatch)."""
+    open_uses = pending_tool_uses(run.messages)
+    if open_uses:
+        run.messages.append(
+            UserMessage(
+                content=tuple(_error_result(u.id, message) for u in open_uses), origin="tool"
+            )
+        )
+

@@ -1,0 +1,393 @@
+"""One agent tree: spawning children, running them, and reporting back.
+
+The Agent tool and ``Session.fork`` both come here, so programmatic forks and
+model-requested forks are the same machinery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import AgentSpawnError
+from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentStatus, Event
+from ..messages import JsonValue, TextBlock
+from .budget import Budget, Limits
+from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
+from .fanout import FanoutMode, ForkFamily
+from .fork import build_forked_messages, cache_key_hash, is_fork_history
+from .loop import AgentRun, LoopOutcome, Notification, close_pending, run_loop
+from .notify import (
+    background_launch_text,
+    moved_to_background_text,
+    notification_text,
+    usage_line,
+)
+from .routing import ForkGate, Route, decide_route
+from .tasks import AgentTask, TaskResult
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeOptions:
+    gate: ForkGate = field(default_factory=ForkGate)
+    implicit_fork: bool = False
+    """The older seeds' mode: an Agent call without subagent_type forks."""
+    fork_policy: ForkPolicy = "always"
+    fanout: FanoutMode = "auto"
+    max_depth: int = 2
+    """How deep named agents may nest (the main agent is depth 0)."""
+    max_agents: int = 50
+    """Spawns allowed in the whole tree."""
+    child_limits: Limits = field(default_factory=Limits)
+    auto_background_after: float | None = None
+    """Seconds after which a sync child moves to the background; None = never."""
+    resume_on_notification: bool = True
+    """An idle parent starts a new turn when a background child reports."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnRequest:
+    prompt: str
+    description: str = ""
+    subagent_type: str | None = None
+    fork: bool | None = None
+    run_in_background: bool | None = None
+    model: str | None = None
+    isolation: Literal["worktree"] | None = None
+
+
+NamedBuilder = Callable[["Runtime", AgentRun, str, SpawnRequest], "PreparedChild"]
+
+
+@dataclass(eq=False)
+class PreparedChild:
+    """A child run plus what to do when it ends (e.g. a worktree to finish)."""
+
+    run: AgentRun
+    background_default: bool = False
+    finish: Callable[[], Any] | None = None
+    """Async callable returning ``(path, branch)`` of a kept worktree, or None."""
+
+
+@dataclass(eq=False)
+class Runtime:
+    options: RuntimeOptions
+    tree_budget: Budget
+    named_builder: NamedBuilder | None = None
+    listeners: list[Callable[[Event], None]] = field(default_factory=list)
+    runs: dict[str, AgentRun] = field(default_factory=dict)
+    tasks: dict[str, AgentTask] = field(default_factory=dict)
+    spawned: int = 0
+    on_notification: Callable[[AgentRun], None] | None = None
+    """Called when a notification lands in the main agent's inbox."""
+    _families: dict[tuple[str, int], ForkFamily] = field(default_factory=dict)
+    _signals: dict[str, asyncio.Event] = field(default_factory=dict)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def emit(self, event: Event) -> None:
+        for listener in self.listeners:
+            listener(event)
+
+    def new_id(self, kind: str) -> str:
+        return f"{kind}-{next(self._ids)}-{uuid.uuid4().hex[:6]}"
+
+    def adopt(self, run: AgentRun) -> AgentRun:
+        run.emit = self.emit
+        run.runtime = self
+        self.runs[run.id] = run
+        return run
+
+    def task(self, task_id: str) -> AgentTask:
+        try:
+            return self.tasks[task_id]
+        except KeyError:
+            raise AgentSpawnError(f"no agent task with id {task_id!r}") from None
+
+    def open_children(self, run: AgentRun) -> list[AgentTask]:
+        return [t for t in self.tasks.values() if t.run.parent_id == run.id and not t.done]
+
+    # -- the Agent tool ------------------------------------------------------
+
+    async def spawn(self, parent: AgentRun, request: SpawnRequest) -> str:
+        """Run the Agent tool's call; every refusal is a message for the model."""
+        refusal = self._refusal(parent)
+        if refusal:
+            return refusal
+        route = decide_route(
+            fork=request.fork,
+            subagent_type=request.subagent_type,
+            gate=self.options.gate,
+            implicit=self.options.implicit_fork,
+        )
+        estimate: ForkEstimate | None = None
+        if route.kind == "fork":
+            estimate = self._estimate(parent, request.prompt)
+            if not allows_fork(self.options.fork_policy, estimate):
+                route = Route(
+                    "named",
+                    "general-purpose",
+                    f"fork policy {self.options.fork_policy!r} chose a fresh agent: "
+                    + estimate.summary(),
+                )
+        if route.kind == "named" and parent.depth >= self.options.max_depth:
+            return (
+                f"Refused: agents may nest only {self.options.max_depth} levels deep and "
+                "this agent is at the limit. Do the work with your own tools."
+            )
+        try:
+            child = self._prepare(parent, route, request)
+        except AgentSpawnError as exc:
+            return f"Refused: {exc}"
+        background = (
+            request.run_in_background
+            if request.run_in_background is not None
+            else child.background_default
+        )
+        task = self.start(child, background=background, estimate=estimate)
+        header = "; ".join(n for n in (route.note, estimate and estimate.summary()) if n)
+        return await self._report(task, header)
+
+    def _refusal(self, parent: AgentRun) -> str | None:
+        if parent.is_fork or is_fork_history(parent.messages):
+            return (
+                "Refused: you are a forked child and may not start agents of any kind. "
+                "Do the work yourself with your tools, then report."
+            )
+        if self.spawned >= self.options.max_agents:
+            return (
+                f"Refused: this run has started {self.spawned} agents, its limit. "
+                "Finish the work with the agents you have."
+            )
+        return None
+
+    def _prepare(self, parent: AgentRun, route: Route, request: SpawnRequest) -> PreparedChild:
+        if route.kind == "fork":
+            return PreparedChild(self.build_fork(parent, request.prompt, request.description))
+        if self.named_builder is None:
+            raise AgentSpawnError("no named agents are configured for this runtime")
+        assert route.agent_type is not None
+        return self.named_builder(self, parent, route.agent_type, request)
+
+    async def _report(self, task: AgentTask, header: str) -> str:
+        prefix = f"[{header}]\n" if header else ""
+        if task.background:
+            return prefix + background_launch_text(task.id, task.label)
+        result = await task.wait_foreground(self.options.auto_background_after)
+        if result is None:
+            self.emit(AgentMovedToBackground(task.id))
+            return prefix + moved_to_background_text(task.id, task.label)
+        return prefix + _result_text(result)
+
+    def _estimate(self, parent: AgentRun, directive: str) -> ForkEstimate:
+        fresh = sum(len(t.model_dump_json()) for t in parent.tool_specs) + 2000
+        return estimate_fork(
+            parent.last_request,
+            parent.last_usage,
+            directive_tokens=estimate_tokens(len(directive.encode())),
+            fresh_prompt_tokens=estimate_tokens(fresh),
+            min_cache_tokens=parent.model.profile.min_cache_tokens,
+        )
+
+    # -- forks ---------------------------------------------------------------
+
+    def build_fork(self, parent: AgentRun, directive: str, label: str = "") -> AgentRun:
+        """A child from the parent's snapshot: same bytes up to its directive."""
+        snapshot = parent.last_request
+        forked = build_forked_messages(
+            parent.messages, directive, style=parent.model.profile.history_style
+        )
+        child = AgentRun(
+            id=self.new_id("fork"),
+            model=parent.model,
+            system=snapshot.system if snapshot else parent.system,
+            tools=parent.tools,
+            tool_specs=snapshot.tools if snapshot else parent.tool_specs,
+            settings=snapshot.settings if snapshot else parent.settings,
+            cwd=parent.cwd,
+            budget=self.tree_budget.child(self.options.child_limits),
+            messages=list(forked.messages),
+            kind="fork",
+            label=label or _first_line(directive),
+            parent_id=parent.id,
+            depth=parent.depth + 1,
+            is_fork=True,
+            shared_prefix_end=forked.shared_prefix_end,
+            gates=parent.gates,
+            timeout=parent.timeout,
+            family=self._family(parent),
+            prewarm=self.options.fanout == "prewarm",
+        )
+        return self.adopt(child)
+
+    def _family(self, parent: AgentRun) -> ForkFamily | None:
+        if self.options.fanout == "off":
+            return None
+        key = (parent.id, len(parent.messages))
+        family = self._families.get(key)
+        if family is None:
+            warmup = parent.model.profile.warmup
+            if self.options.fanout == "prewarm" and parent.model.profile.supports_prewarm:
+                warmup = "first_response_starts"
+            family = self._families[key] = ForkFamily(key, warmup)
+        return family
+
+    def fork_details(self, child: AgentRun, parent: AgentRun) -> dict[str, JsonValue]:
+        snapshot = parent.last_request
+        return {
+            "cache_key_hash": cache_key_hash(snapshot or child.build_request()),
+            "shares_cache": snapshot is not None,
+            "note": None
+            if snapshot
+            else "the parent has not sent a request yet: nothing is cached to share",
+        }
+
+    # -- running -------------------------------------------------------------
+
+    def start(
+        self,
+        child: PreparedChild | AgentRun,
+        *,
+        background: bool,
+        estimate: ForkEstimate | None = None,
+    ) -> AgentTask:
+        prepared = child if isinstance(child, PreparedChild) else PreparedChild(child)
+        run = prepared.run
+        parent_task = self.tasks.get(run.parent_id or "")
+        task = AgentTask(run=run, kind=run.kind, label=run.label, background=background)
+        task.parent = parent_task
+        if parent_task is not None:
+            parent_task.children.append(task)
+        self.tasks[run.id] = task
+        self.spawned += 1
+        details: dict[str, JsonValue] = {}
+        if run.is_fork and run.parent_id in self.runs:
+            details = self.fork_details(run, self.runs[run.parent_id])
+            details["mode"] = "background" if background else "sync"
+            if estimate is not None:
+                details["estimate"] = estimate.summary()
+        self.emit(AgentStarted(run.id, run.parent_id, run.kind, run.label, background, details))
+        task._task = asyncio.create_task(self._execute(task, prepared), name=run.id)
+        return task
+
+    async def _execute(self, task: AgentTask, prepared: PreparedChild) -> TaskResult:
+        run = task.run
+        status: AgentStatus = "failed"
+        error: str | None = None
+        try:
+            async with asyncio.timeout(run.budget.limits.max_seconds):
+                outcome = await self.drive(run)
+            status, error = outcome.status, outcome.error
+        except TimeoutError:
+            status, error = "timed_out", f"ran past {run.budget.limits.max_seconds}s"
+        except asyncio.CancelledError:
+            status, error = "cancelled", "cancelled"
+        except Exception as exc:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            for child in self.open_children(run):
+                child.cancel()
+            close_pending(run)
+        worktree = await prepared.finish() if prepared.finish else None
+        result = TaskResult(
+            task.id,
+            status,
+            run.output,
+            run.usage,
+            run.turns,
+            time.monotonic() - task.started,
+            error,
+            *(worktree or (None, None)),
+        )
+        task.status, task.result = status, result
+        self.emit(AgentFinished(run.id, status, result.output, error))
+        if task.background:
+            self._notify_parent(task, result)
+        return result
+
+    async def drive(self, run: AgentRun) -> LoopOutcome:
+        """Run turns, then keep going while background children still report."""
+        outcome = await run_loop(run)
+        while outcome.status == "completed" and (run.inbox or self.open_children(run)):
+            if not run.inbox:
+                await self._signal(run).wait()
+            self._signal(run).clear()
+            outcome = await run_loop(run)
+        return outcome
+
+    def _signal(self, run: AgentRun) -> asyncio.Event:
+        return self._signals.setdefault(run.id, asyncio.Event())
+
+    def _notify_parent(self, task: AgentTask, result: TaskResult) -> None:
+        parent = self.runs.get(task.run.parent_id or "")
+        if parent is None:
+            return
+        worktree = (
+            f"{result.worktree_path} (branch {result.worktree_branch})"
+            if result.worktree_path
+            else None
+        )
+        text = notification_text(
+            task_id=task.id,
+            status=result.status,
+            label=task.label,
+            result=result.output,
+            usage=result.usage,
+            turns=result.turns,
+            seconds=result.seconds,
+            error=result.error,
+            worktree=worktree,
+        )
+        parent.inbox.append(Notification(task.id, TextBlock(text=text)))
+        self._signal(parent).set()
+        if parent.parent_id is None and self.on_notification is not None:
+            self.on_notification(parent)
+
+    # -- programmatic forks and cancellation ---------------------------------
+
+    def fork_many(
+        self, parent: AgentRun, directives: Sequence[str], *, background: bool
+    ) -> list[AgentTask]:
+        refusal = self._refusal(parent)
+        if refusal:
+            raise AgentSpawnError(refusal)
+        return [
+            self.start(self.build_fork(parent, d), background=background) for d in directives
+        ]
+
+    def cancel_all(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+
+    async def settle(self) -> None:
+        """Wait until no child task is running."""
+        while pending := [t._task for t in self.tasks.values() if t._task and not t._task.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _result_text(result: TaskResult) -> str:
+    lines = [
+        f"Agent {result.task_id} finished: {result.status} "
+        f"({usage_line(result.usage, result.turns, result.seconds)})."
+    ]
+    if result.worktree_path:
+        lines.append(
+            f"Its changes are kept in worktree {result.worktree_path} "
+            f"on branch {result.worktree_branch}."
+        )
+    if result.error:
+        lines.append(f"Error: {result.error}")
+    lines.append(result.output or "(no output)")
+    return "\n".join(lines)
+
+
+def _first_line(text: str, limit: int = 60) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "fork"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+

@@ -1,0 +1,95 @@
+"""Child agents as tasks: status, waiting, cancelling, moving to the background.
+
+The runtime owns every task; a handle is only a view. Dropping a handle
+leaves the task running under the runtime, which cancels whatever is still
+running when the session closes: nothing leaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from ..events import AgentKind, AgentStatus
+from ..usage import Usage
+from .loop import AgentRun
+
+
+@dataclass(frozen=True, slots=True)
+class TaskResult:
+    task_id: str
+    status: AgentStatus
+    output: str
+    usage: Usage
+    turns: int
+    seconds: float
+    error: str | None = None
+    worktree_path: str | None = None
+    worktree_branch: str | None = None
+
+
+@dataclass(eq=False)
+class AgentTask:
+    """A running child. ``background`` flips to True when it is moved there."""
+
+    run: AgentRun
+    kind: AgentKind
+    label: str
+    background: bool
+    parent: AgentTask | None = None
+    status: AgentStatus = "running"
+    started: float = field(default_factory=time.monotonic)
+    children: list[AgentTask] = field(default_factory=list)
+    result: TaskResult | None = None
+    _task: asyncio.Task[TaskResult] | None = None
+    _to_background: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def id(self) -> str:
+        return self.run.id
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    async def wait(self) -> TaskResult:
+        """The final result; waiting does not cancel the task if the waiter is cancelled."""
+        assert self._task is not None
+        return await asyncio.shield(self._task)
+
+    def cancel(self) -> None:
+        """Stop this task and, through it, every task it started."""
+        for child in self.children:
+            child.cancel()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def move_to_background(self) -> None:
+        """Let a waiting parent go on; the child continues the same loop."""
+        self._to_background.set()
+
+    async def wait_foreground(self, auto_background_after: float | None) -> TaskResult | None:
+        """Wait as a sync child; None when it went to the background first.
+
+        If the waiter itself is cancelled (the parent's turn was interrupted),
+        a foreground child is cancelled with it; a backgrounded one is spared.
+        """
+        assert self._task is not None
+        signal = asyncio.ensure_future(self._to_background.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {self._task, signal},
+                timeout=auto_background_after,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        except asyncio.CancelledError:
+            if not self.background:
+                self.cancel()
+            raise
+        finally:
+            signal.cancel()
+        if self._task in done:
+            return self._task.result()
+        self.background = True
+        return None
