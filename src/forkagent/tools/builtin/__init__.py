@@ -1,0 +1,19 @@
+"""The built-in tools, with Claude Code's names and arguments: Read, Glob, Grep, Edit, Write, Bash."""
+
+from __future__ import annotations
+
+from ..base import Tool
+from .bash import Bash
+from .edit import Edit
+from .glob import Glob
+from .grep import Grep
+from .read import Read
+from .write import Write
+
+
+def builtin_tools() -> list[Tool]:
+    """Fresh instances with default limits, always in the same order (the tool array is cached)."""
+    return [Read(), Glob(), Grep(), Edit(), Write(), Bash()]
+
+
+__all__ = ["Bash", "Edit", "Glob", "Grep", "Read", "Write", "builtin_tools"]
