@@ -1,0 +1,63 @@
+"""Building a named agent's run: its own prompt, tool pool, model and limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..agents import AgentCatalog, assemble_tool_pool, resolve_agent_model
+from ..messages import user
+from ..models import resolve_model
+from ..requests import ModelSettings
+from ..tools.base import Tool
+from .loop import AgentRun
+from .prompt import render_system_prompt
+from .runtime import PreparedChild, Runtime, SpawnRequest
+
+
+@dataclass(frozen=True, slots=True)
+class NamedAgents:
+    """What a runtime needs to start named agents: definitions and the tool registry."""
+
+    catalog: AgentCatalog
+    available_tools: tuple[Tool, ...]
+
+    def build(
+        self, runtime: Runtime, parent: AgentRun, agent_type: str, request: SpawnRequest
+    ) -> PreparedChild:
+        definition = self.catalog.get(agent_type)
+        spec = resolve_agent_model(definition.model, request.model, parent.model.spec)
+        model = parent.model if spec == parent.model.spec else resolve_model(spec)
+        tools = tuple(assemble_tool_pool(definition, self.available_tools))
+        prompt = "\n\n".join(p for p in (definition.initial_prompt, request.prompt) if p)
+        limits = runtime.options.child_limits
+        if definition.max_turns is not None:
+            limits = replace(limits, max_turns=definition.max_turns)
+        run = AgentRun(
+            id=runtime.new_id(_slug(definition.name)),
+            model=model,
+            system=render_system_prompt(definition.system_prompt, parent.cwd),
+            tools=tools,
+            tool_specs=tuple(t.spec() for t in tools),
+            settings=_child_settings(parent.settings, definition.name),
+            cwd=parent.cwd,
+            budget=runtime.tree_budget.child(limits),
+            messages=[user(prompt)],
+            kind="named",
+            label=request.description or definition.name,
+            parent_id=parent.id,
+            depth=parent.depth + 1,
+            gates=parent.gates,
+            timeout=parent.timeout,
+        )
+        return PreparedChild(runtime.adopt(run), background_default=definition.background)
+
+
+def _child_settings(parent: ModelSettings, agent_name: str) -> ModelSettings:
+    """Fresh settings that keep the parent's output cap and a related routing key."""
+    key = f"{parent.cache_key}/{agent_name}" if parent.cache_key else None
+    return ModelSettings(max_tokens=parent.max_tokens, cache_key=key, cache_ttl=parent.cache_ttl)
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "agent"
+

@@ -1,0 +1,316 @@
+"""The public facade: ``Agent`` (configuration) and ``Session`` (a live tree)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._orchestration.budget import Budget, Limits
+from ._orchestration.loop import AgentRun, close_pending, run_loop
+from ._orchestration.named import NamedAgents
+from ._orchestration.prompt import DEFAULT_SYSTEM_PROMPT, render_system_prompt
+from ._orchestration.routing import ForkGate
+from ._orchestration.runtime import Runtime, RuntimeOptions
+from ._orchestration.tasks import AgentTask, TaskResult
+from .agents import AgentCatalog, AgentDefinition, load_agents
+from .events import AgentKind, AgentStatus, Event
+from .messages import Message, user
+from .models import Model, resolve_model
+from .pricing import cost
+from .requests import ModelSettings
+from .tools.agent_tool import AgentTool
+from .tools.base import Tool, ToolLike, as_tool
+from .tools.builtin import builtin_tools
+from .usage import Usage
+
+DEFAULT_MODEL = "emulator:claude-sonnet-4-5"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSummary:
+    """One agent of a finished tree, for reports and cost tables."""
+
+    id: str
+    parent: str | None
+    kind: AgentKind
+    label: str
+    status: AgentStatus
+    background: bool
+    model: str
+    usage: Usage
+    turns: int
+
+    @property
+    def cost(self) -> float | None:
+        return cost(self.model, self.usage)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    output: str
+    status: AgentStatus
+    messages: tuple[Message, ...]
+    usage: Usage
+    """The main agent's own usage."""
+    agents: tuple[AgentSummary, ...]
+    """Every agent of the tree, the main one first."""
+    error: str | None = None
+
+    @property
+    def total_usage(self) -> Usage:
+        """Usage summed over the whole tree."""
+        return sum((a.usage for a in self.agents), Usage())
+
+
+@dataclass
+class Agent:
+    """An agent configuration. Each ``run`` or ``session`` starts a fresh tree.
+
+    ``model`` is a ``provider:model`` string (``emulator:...`` runs offline)
+    or a ``Model``. Tools are the built-ins plus ``tools``; the Agent tool is
+    added when ``subagents`` is on.
+    """
+
+    model: str | Model = DEFAULT_MODEL
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    tools: Sequence[ToolLike] = ()
+    cwd: str | Path = "."
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    builtin_tools: bool = True
+    subagents: bool = True
+    agents: Sequence[AgentDefinition] = ()
+    """Named agents given in code; they override files of the same name."""
+    load_agent_files: bool = True
+    """Read ``.forkagent/agents`` and ``.claude/agents`` (project and user)."""
+    forking: bool = True
+    implicit_fork: bool = False
+    coordinator: bool = False
+    interactive: bool = True
+    limits: Limits = field(default_factory=Limits)
+    """Caps for the main agent."""
+    child_limits: Limits = field(default_factory=Limits)
+    tree_limits: Limits = field(default_factory=Limits)
+    options: RuntimeOptions | None = None
+    """Full control over fork policy, fan-out, nesting and backgrounding."""
+    request_timeout: float | None = 600.0
+    listeners: Sequence[Callable[[Event], None]] = ()
+
+    def session(self) -> Session:
+        return Session(self)
+
+    async def run(self, prompt: str) -> RunResult:
+        """Run one prompt to the end, background children and their reports included."""
+        async with self.session() as session:
+            return await session.send(prompt, wait_for_background=True)
+
+    def run_sync(self, prompt: str) -> RunResult:
+        return asyncio.run(self.run(prompt))
+
+    async def stream(self, prompt: str) -> AsyncIterator[Event]:
+        """The run's events as they happen; the last one is the main agent's finish."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        session = Session(self, extra_listeners=(queue.put_nowait,))
+
+        async def drive() -> None:
+            try:
+                async with session:
+                    await session.send(prompt, wait_for_background=True)
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(drive())
+        while (event := await queue.get()) is not None:
+            yield event
+        await task
+
+    def runtime_options(self) -> RuntimeOptions:
+        if self.options is not None:
+            return self.options
+        gate = ForkGate(self.forking, self.coordinator, self.interactive)
+        return RuntimeOptions(
+            gate=gate, implicit_fork=self.implicit_fork, child_limits=self.child_limits
+        )
+
+    def catalog(self) -> AgentCatalog:
+        base = load_agents(self.cwd) if self.load_agent_files else AgentCatalog()
+        return base.with_agents(*self.agents)
+
+
+class Session:
+    """A live conversation with the main agent and its children.
+
+    Use as an async context manager: leaving it cancels children still running.
+    """
+
+    def __init__(
+        self, agent: Agent, *, extra_listeners: Sequence[Callable[[Event], None]] = ()
+    ) -> None:
+        options = agent.runtime_options()
+        cwd = Path(agent.cwd).resolve()
+        model = resolve_model(agent.model)
+        catalog = agent.catalog()
+        tools = _assemble_tools(agent, options, catalog)
+        named = NamedAgents(catalog, tools)
+        self.runtime = Runtime(
+            options=options,
+            tree_budget=Budget(agent.tree_limits),
+            named_builder=named.build,
+            listeners=[*agent.listeners, *extra_listeners],
+        )
+        root_id = self.runtime.new_id("main")
+        settings = agent.settings
+        if settings.cache_key is None:
+            # One routing key for the whole tree: children inherit it (LESSONS 16).
+            settings = settings.model_copy(update={"cache_key": f"forkagent-{root_id}"})
+        self.root = self.runtime.adopt(
+            AgentRun(
+                id=root_id,
+                model=model,
+                system=render_system_prompt(agent.system_prompt, cwd),
+                tools=tools,
+                tool_specs=tuple(t.spec() for t in tools),
+                settings=settings,
+                cwd=cwd,
+                budget=self.runtime.tree_budget.child(agent.limits),
+                timeout=agent.request_timeout,
+            )
+        )
+        self.runtime.on_notification = self._on_notification
+        self._lock = asyncio.Lock()
+        self._resumes: set[asyncio.Task[None]] = set()
+        self._status: AgentStatus = "completed"
+        self._error: str | None = None
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return tuple(self.root.messages)
+
+    async def send(self, prompt: str, *, wait_for_background: bool = False) -> RunResult:
+        """Add a user message and run the main agent until it stops.
+
+        With ``wait_for_background`` it also waits for background children and
+        runs the turns their notifications start.
+        """
+        async with self._lock:
+            self.root.messages.append(user(prompt))
+            await self._turns(wait_for_background)
+        return self.result()
+
+    async def _turns(self, drive: bool) -> None:
+        try:
+            async with asyncio.timeout(self.root.budget.limits.max_seconds):
+                outcome = await (self.runtime.drive(self.root) if drive else run_loop(self.root))
+            self._status, self._error = outcome.status, outcome.error
+        except TimeoutError:
+            self._status, self._error = "timed_out", "the main agent ran out of time"
+        finally:
+            close_pending(self.root)
+
+    async def fork(self, directives: Sequence[str], *, background: bool = False) -> list[AgentTask]:
+        """Fork one child per directive from the conversation as it stands.
+
+        Without ``background`` this waits for all of them; either way the
+        handles carry the results. Background children also report into the
+        conversation, like forks the model starts.
+        """
+        tasks = self.runtime.fork_many(self.root, directives, background=background)
+        if not background:
+            await asyncio.gather(*(t.wait() for t in tasks))
+        return tasks
+
+    def task(self, task_id: str) -> AgentTask:
+        return self.runtime.task(task_id)
+
+    def move_to_background(self, task_id: str) -> None:
+        self.runtime.task(task_id).move_to_background()
+
+    def cancel(self, task_id: str) -> None:
+        """Stop one child (and its own children) by id."""
+        self.runtime.task(task_id).cancel()
+
+    async def idle(self) -> None:
+        """Wait until no child runs and every notification has been answered."""
+        while True:
+            await self.runtime.settle()
+            if not self._resumes:
+                return
+            await asyncio.gather(*self._resumes)
+
+    async def aclose(self) -> None:
+        """Cancel every child still running and wait for them to stop."""
+        self.runtime.cancel_all()
+        for resume in self._resumes:
+            resume.cancel()
+        await self.runtime.settle()
+        await asyncio.gather(*self._resumes, return_exceptions=True)
+
+    def result(self) -> RunResult:
+        return RunResult(
+            output=self.root.output,
+            status=self._status,
+            messages=self.messages,
+            usage=self.root.usage,
+            agents=tuple(self._summaries()),
+            error=self._error,
+        )
+
+    def _summaries(self) -> list[AgentSummary]:
+        tasks = self.runtime.tasks
+        return [
+            AgentSummary(
+                id=run.id,
+                parent=run.parent_id,
+                kind=run.kind,
+                label=run.label,
+                status=tasks[run.id].status if run.id in tasks else self._status,
+                background=tasks[run.id].background if run.id in tasks else False,
+                model=run.model.spec,
+                usage=run.usage,
+                turns=run.turns,
+            )
+            for run in self.runtime.runs.values()
+        ]
+
+    def _on_notification(self, run: AgentRun) -> None:
+        if not self.runtime.options.resume_on_notification or self._lock.locked():
+            return  # a running turn picks it up at its next boundary
+        resume = asyncio.create_task(self._resume())
+        self._resumes.add(resume)
+        resume.add_done_callback(self._resumes.discard)
+
+    async def _resume(self) -> None:
+        async with self._lock:
+            if self.root.inbox:
+                await self._turns(drive=False)
+
+
+def _assemble_tools(
+    agent: Agent, options: RuntimeOptions, catalog: AgentCatalog
+) -> tuple[Tool, ...]:
+    tools: list[Tool] = list(builtin_tools()) if agent.builtin_tools else []
+    tools += [as_tool(t) for t in agent.tools]
+    if agent.subagents:
+        tools.append(
+            AgentTool(
+                fork_available=options.gate.open,
+                agent_types=[(d.name, d.description) for d in catalog],
+            )
+        )
+    return tuple(tools)
+
+
+__all__ = [
+    "Agent",
+    "AgentSummary",
+    "RunResult",
+    "Session",
+    "TaskResult",
+]

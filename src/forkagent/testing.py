@@ -1,0 +1,25 @@
+"""Helpers for testing agents without a provider: test models and reply builders."""
+
+from __future__ import annotations
+
+import itertools
+
+from .messages import AssistantMessage, JsonValue, TextBlock, ToolUseBlock
+from .models.function import FunctionModel, ScriptedModel
+
+_ids = itertools.count(1)
+
+
+def tool_call(name: str, id: str | None = None, **args: JsonValue) -> ToolUseBlock:
+    """A tool-use block as a model would send it."""
+    return ToolUseBlock(id=id or f"call_{next(_ids)}", name=name, input=dict(args))
+
+
+def reply(*parts: str | ToolUseBlock) -> AssistantMessage:
+    """An assistant reply from text and tool calls."""
+    return AssistantMessage(
+        content=tuple(TextBlock(text=p) if isinstance(p, str) else p for p in parts)
+    )
+
+
+__all__ = ["FunctionModel", "ScriptedModel", "reply", "tool_call"]
