@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from .agents import agents_app
+
 app = typer.Typer(
     name="forkagent",
     help="Agents whose sub-agents fork the parent's context and share its prompt cache.",
@@ -11,6 +13,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(agents_app, name="agents")
 
 
 def main() -> None:

@@ -1,0 +1,74 @@
+"""``forkagent agents``: which named agents exist, where each comes from, and what failed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..agents import AgentCatalog, AgentDefinition, LoadError, load_agents
+
+agents_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@agents_app.callback(invoke_without_command=True)
+def agents_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    project: Annotated[
+        Path, typer.Option("--project", help="Project directory whose agent files to read.")
+    ] = Path("."),
+) -> None:
+    """List every available agent with its source, model and tools, and files that failed.
+
+    Exits with status 1 when a definition file failed to load.
+    """
+    catalog = load_agents(project)
+    if as_json:
+        typer.echo(json.dumps(_as_json(catalog), indent=2))
+    else:
+        _print(catalog, Console())
+    if catalog.errors:
+        raise typer.Exit(1)
+
+
+def _tools(definition: AgentDefinition) -> str:
+    listed = "all" if definition.tools is None else ", ".join(definition.tools) or "none"
+    removed = ", ".join(definition.disallowed_tools)
+    return f"{listed} except {removed}" if removed else listed
+
+
+def _agent_json(definition: AgentDefinition) -> dict[str, Any]:
+    data = definition.model_dump(mode="json", exclude={"system_prompt", "hooks"})
+    return data | {"hooks": len(definition.hooks), "can_spawn_agents": definition.can_spawn_agents}
+
+
+def _error_json(error: LoadError) -> dict[str, Any]:
+    return {"path": str(error.path), "field": error.field, "reason": error.reason}
+
+
+def _as_json(catalog: AgentCatalog) -> dict[str, Any]:
+    return {
+        "agents": [_agent_json(d) for d in catalog],
+        "errors": [_error_json(e) for e in catalog.errors],
+        "warnings": [_error_json(e) for e in catalog.warnings],
+    }
+
+
+def _print(catalog: AgentCatalog, console: Console) -> None:
+    """A rich table on a terminal; one plain line per agent when piped."""
+    rows = [(d.name, d.source, d.model, _tools(d)) for d in catalog]
+    if console.is_terminal:
+        table = Table("agent", "source", "model", "tools")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    else:
+        for row in rows:
+            typer.echo("\t".join(row))
+    for title, problems in (("failed to load", catalog.errors), ("ignored", catalog.warnings)):
+        for problem in problems:
+            typer.echo(f"{title}: {problem}", err=True)
