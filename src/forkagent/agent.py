@@ -15,7 +15,7 @@ from ._orchestration.routing import ForkGate
 from ._orchestration.runtime import Runtime, RuntimeOptions
 from ._orchestration.tasks import AgentTask, TaskResult
 from .agents import AgentCatalog, AgentDefinition, load_agents
-from .events import AgentKind, AgentStatus, Event
+from .events import AgentKind, AgentStarted, AgentStatus, Event
 from .messages import Message, user
 from .models import Model, resolve_model
 from .pricing import cost
@@ -178,6 +178,7 @@ class Session:
             )
         )
         self.runtime.on_notification = self._on_notification
+        self.runtime.emit(AgentStarted(root_id, None, "main", "main", False))
         self._lock = asyncio.Lock()
         self._resumes: set[asyncio.Task[None]] = set()
         self._status: AgentStatus = "completed"

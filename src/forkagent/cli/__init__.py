@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .agents import agents_app
+from .run import run_command
 
 app = typer.Typer(
     name="forkagent",
@@ -14,6 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(agents_app, name="agents")
+app.command("run")(run_command)
 
 
 def main() -> None:

@@ -1,0 +1,133 @@
+"""The live agent tree: status, turns, tokens, cache hit % and cost per agent."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from rich.console import Console, RenderableType
+from rich.markup import escape
+from rich.tree import Tree
+
+from ..events import (
+    AgentFinished,
+    AgentKind,
+    AgentMovedToBackground,
+    AgentStarted,
+    AgentStatus,
+    Event,
+    ResponseReceived,
+)
+from ..messages import JsonValue
+from ..pricing import cost
+from ..usage import Usage
+
+
+@dataclass
+class AgentLine:
+    id: str
+    parent: str | None
+    kind: AgentKind
+    label: str
+    background: bool
+    status: AgentStatus = "running"
+    turns: int = 0
+    model: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def cost(self) -> float | None:
+        return cost(self.model, self.usage) if self.model else None
+
+    def describe(self) -> str:
+        hit = self.usage.cache_hit_ratio
+        price = self.cost
+        mode = " bg" if self.background else ""
+        return (
+            f"{self.kind}{mode} {self.label!r} ({self.status}) turns {self.turns} · "
+            f"in {self.usage.input_tokens} · read {self.usage.cache_read_tokens} · "
+            f"write {self.usage.cache_write_tokens} · out {self.usage.output_tokens} · "
+            f"hit {'-' if hit is None else f'{hit:.0%}'} · "
+            f"{'cost unknown' if price is None else f'${price:.4f}'}"
+        )
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "id": self.id,
+            "parent": self.parent,
+            "kind": self.kind,
+            "label": self.label,
+            "status": self.status,
+            "background": self.background,
+            "turns": self.turns,
+            "model": self.model,
+            "usage": {
+                "input": self.usage.input_tokens,
+                "output": self.usage.output_tokens,
+                "cache_read": self.usage.cache_read_tokens,
+                "cache_write": self.usage.cache_write_tokens,
+            },
+            "cost": self.cost,
+        }
+
+
+class AgentBoard:
+    """An event listener that keeps one line per agent, for live and final views."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, AgentLine] = {}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, AgentStarted):
+            self.lines[event.agent_id] = AgentLine(
+                event.agent_id, event.parent_id, event.kind, event.label, event.background
+            )
+            return
+        line = self.lines.get(event.agent_id)
+        if line is None:
+            if not isinstance(event, ResponseReceived):
+                return
+            line = self.lines[event.agent_id] = AgentLine(event.agent_id, None, "main", "main", False)
+        if isinstance(event, ResponseReceived):
+            line.turns = event.turn
+            line.model = event.response.model or line.model
+            line.usage = line.usage + event.response.usage
+        elif isinstance(event, AgentMovedToBackground):
+            line.background = True
+        elif isinstance(event, AgentFinished):
+            line.status = event.status
+
+    def finish_main(self, status: AgentStatus) -> None:
+        for line in self.lines.values():
+            if line.parent is None:
+                line.status = status
+
+    def _walk(self) -> list[tuple[int, AgentLine]]:
+        """Agents depth first, each with its depth."""
+        out: list[tuple[int, AgentLine]] = []
+
+        def visit(line: AgentLine, depth: int) -> None:
+            out.append((depth, line))
+            for child in self.lines.values():
+                if child.parent == line.id:
+                    visit(child, depth + 1)
+
+        for root in self.lines.values():
+            if root.parent not in self.lines:
+                visit(root, 0)
+        return out
+
+    def render(self) -> RenderableType:
+        tree = Tree("agents")
+        nodes: dict[str, Tree] = {}
+        for _, line in self._walk():
+            parent = nodes.get(line.parent or "", tree)
+            nodes[line.id] = parent.add(escape(line.describe()))
+        return tree
+
+    def plain(self, console: Console) -> None:
+        for depth, line in self._walk():
+            console.print("  " * depth + line.describe(), markup=False, soft_wrap=True)
+
+    def to_json(self) -> str:
+        return json.dumps([line.to_json() for line in self.lines.values()], indent=2)

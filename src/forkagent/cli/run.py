@@ -1,0 +1,90 @@
+"""``forkagent run``: one prompt, with the agent tree shown live."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.live import Live
+
+from ..agent import Agent, RunResult
+from ..errors import ForkagentError
+from .live import AgentBoard
+
+
+def run_command(
+    prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
+    model: Annotated[
+        str, typer.Option(help="provider:model, e.g. emulator:claude-sonnet-4-5 or test:echo.")
+    ] = "emulator:claude-sonnet-4-5",
+    cwd: Annotated[Path, typer.Option(help="Working directory for the agent's tools.")] = Path(),
+    max_turns: Annotated[int | None, typer.Option(help="Turn limit for the main agent.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")] = False,
+) -> None:
+    """Run an agent on PROMPT and show its tree of sub-agents as it works."""
+    from .._orchestration.budget import Limits
+
+    board = AgentBoard()
+    agent = Agent(model=model, cwd=cwd, limits=Limits(max_turns=max_turns), listeners=[board])
+    console = Console(stderr=as_json)
+    try:
+        result = asyncio.run(_run(agent, prompt, board, console, live=console.is_terminal))
+    except ForkagentError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    board.finish_main(result.status)
+    if as_json:
+        sys.stdout.write(json.dumps(_result_json(result), indent=2) + "\n")
+        return
+    if not console.is_terminal:
+        board.plain(console)
+    console.print(result.output, markup=False, highlight=False)
+    if result.error:
+        console.print(f"[yellow]{result.status}:[/yellow] {result.error}")
+
+
+async def _run(
+    agent: Agent, prompt: str, board: AgentBoard, console: Console, *, live: bool
+) -> RunResult:
+    if not live:
+        return await agent.run(prompt)
+    with Live(board.render(), console=console, refresh_per_second=8) as view:
+        task = asyncio.create_task(agent.run(prompt))
+        while not task.done():
+            view.update(board.render())
+            await asyncio.sleep(0.125)
+        view.update(board.render())
+        return await task
+
+
+def _result_json(result: RunResult) -> dict[str, object]:
+    return {
+        "status": result.status,
+        "output": result.output,
+        "error": result.error,
+        "agents": [
+            {
+                "id": a.id,
+                "parent": a.parent,
+                "kind": a.kind,
+                "label": a.label,
+                "status": a.status,
+                "background": a.background,
+                "model": a.model,
+                "turns": a.turns,
+                "usage": {
+                    "input": a.usage.input_tokens,
+                    "output": a.usage.output_tokens,
+                    "cache_read": a.usage.cache_read_tokens,
+                    "cache_write": a.usage.cache_write_tokens,
+                },
+                "cost": a.cost,
+            }
+            for a in result.agents
+        ],
+    }
