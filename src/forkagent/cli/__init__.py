@@ -17,6 +17,10 @@ app = typer.Typer(
 app.add_typer(agents_app, name="agents")
 app.command("run")(run_command)
 
+from .tasks import register as _register_tasks  # noqa: E402
+
+_register_tasks(app)
+
 
 def main() -> None:
     app()

@@ -1,0 +1,407 @@
+"""Agents of every process on this machine, in one SQLite file.
+
+Each process that runs agents registers them here and keeps their rows
+current; ``forkagent ps``, ``logs`` and ``stop`` read them from any other
+process. SQLite in WAL mode lets readers and one writer work at once; every
+operation opens its own short-lived connection and every write takes the
+write lock up front (``BEGIN IMMEDIATE``), so concurrent writers wait on the
+busy timeout instead of failing with "database is locked".
+
+Stopping works by polling: ``request_stop`` only sets a flag, and the process
+that owns the agent notices it (``stop_requested`` / ``wait_for_stop``) and
+cancels its own task. Nothing signals another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+from ..errors import ForkagentError
+from ..events import AgentKind
+from ..messages import JsonValue
+from ..usage import Usage
+from .transcript import state_dir
+
+RecordStatus: TypeAlias = Literal[
+    "running",
+    "completed",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "budget_exceeded",
+    "lost",
+]
+"""``lost``: the owning process ended without reporting how the agent ended."""
+
+FINAL_STATUSES: frozenset[str] = frozenset(
+    {"completed", "failed", "cancelled", "timed_out", "budget_exceeded", "lost"}
+)
+PREVIEW_CHARS = 500
+SCHEMA_VERSION = 1
+
+
+class RegistryError(ForkagentError):
+    """An agent could not be found, or the registry could not be used."""
+
+
+def default_registry_path() -> Path:
+    """``$FORKAGENT_REGISTRY``, else ``<state_dir>/registry.db``."""
+    if path := os.environ.get("FORKAGENT_REGISTRY"):
+        return Path(path).expanduser()
+    return state_dir() / "registry.db"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRecord:
+    """One agent's row. Token counts and cost are totals for the agent alone."""
+
+    id: str
+    root_id: str
+    model: str
+    kind: AgentKind = "main"
+    parent_id: str | None = None
+    label: str = ""
+    status: RecordStatus = "running"
+    background: bool = False
+    pid: int | None = field(default_factory=os.getpid)
+    host: str | None = field(default_factory=socket.gethostname)
+    cwd: str | None = None
+    transcript: Path | None = None
+    """None when the agent was started with ``skip_transcript``."""
+    started_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    updated_at: float = field(default_factory=time.time)
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float | None = None
+    """USD; None when a price is unknown, never 0 for "don't know"."""
+    output_preview: str | None = None
+    error: str | None = None
+    stop_requested: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+    @property
+    def cache_hit_ratio(self) -> float | None:
+        """Share of prompt tokens read from the cache; None before any prompt."""
+        return self.cache_read_tokens / self.prompt_tokens if self.prompt_tokens else None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """A JSON object of every field, times in ISO 8601, plus the derived ratios."""
+        data: dict[str, JsonValue] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name.endswith("_at") and value is not None:
+                value = datetime.fromtimestamp(value, UTC).isoformat()
+            elif isinstance(value, Path):
+                value = str(value)
+            data[f.name] = value
+        data["total_tokens"] = self.total_tokens
+        data["cache_hit_ratio"] = self.cache_hit_ratio
+        return data
+
+
+_COLUMNS = tuple(f.name for f in fields(AgentRecord))
+_UPDATABLE = frozenset(_COLUMNS) - {"id"}
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS agents (
+    id TEXT PRIMARY KEY,
+    root_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    parent_id TEXT,
+    label TEXT NOT NULL,
+    status TEXT NOT NULL,
+    background INTEGER NOT NULL,
+    pid INTEGER,
+    host TEXT,
+    cwd TEXT,
+    transcript TEXT,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    updated_at REAL NOT NULL,
+    turns INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cost REAL,
+    output_preview TEXT,
+    error TEXT,
+    stop_requested INTEGER NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS agents_by_status ON agents (status, started_at)",
+    "CREATE INDEX IF NOT EXISTS agents_by_root ON agents (root_id)",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+
+
+StopOutcome: TypeAlias = Literal["requested", "already_finished", "lost"]
+
+
+@dataclass(frozen=True, slots=True)
+class StopResult:
+    """What ``request_stop`` did, and the agent's row afterwards."""
+
+    outcome: StopOutcome
+    record: AgentRecord
+
+
+class Registry:
+    """The agents table. Cheap to create; safe to share between threads and processes."""
+
+    def __init__(self, path: Path | str | None = None, *, timeout: float = 30.0) -> None:
+        self.path = Path(path) if path is not None else default_registry_path()
+        self.timeout = timeout
+        """Seconds a write waits for another process's write before giving up."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._create()
+
+    # -- writing -------------------------------------------------------------
+
+    def register(self, record: AgentRecord) -> None:
+        """Add an agent; an existing row with its id is replaced (a resumed agent)."""
+        values = _to_sql({f: getattr(record, f) for f in _COLUMNS} | {"updated_at": time.time()})
+        placeholders = ", ".join("?" for _ in _COLUMNS)
+        with self._writing() as db:
+            db.execute(
+                f"INSERT OR REPLACE INTO agents ({', '.join(_COLUMNS)}) VALUES ({placeholders})",
+                [values[c] for c in _COLUMNS],
+            )
+
+    def update(self, agent_id: str, **changes: Any) -> None:
+        """Change fields of an agent's row (names as in ``AgentRecord``).
+
+        Moving to a final status also sets ``ended_at`` unless given.
+        """
+        unknown = set(changes) - _UPDATABLE
+        if unknown:
+            raise TypeError(f"AgentRecord has no updatable field {', '.join(sorted(unknown))}")
+        now = time.time()
+        values = dict(changes, updated_at=now)
+        if changes.get("status") in FINAL_STATUSES:
+            values.setdefault("ended_at", now)
+        assignments = ", ".join(f"{name} = ?" for name in values)
+        with self._writing() as db:
+            cursor = db.execute(
+                f"UPDATE agents SET {assignments} WHERE id = ?",
+                [*_to_sql(values).values(), agent_id],
+            )
+            if cursor.rowcount == 0:
+                raise RegistryError(f"no agent with id {agent_id!r} in {self.path}")
+
+    def record_usage(self, agent_id: str, usage: Usage, *, turns: int, cost: float | None) -> None:
+        """Store an agent's running totals (call after each response)."""
+        self.update(
+            agent_id,
+            turns=turns,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            cost=cost,
+        )
+
+    def finish(
+        self, agent_id: str, status: RecordStatus, *, output: str = "", error: str | None = None
+    ) -> None:
+        """Store how an agent ended, with the start of its output."""
+        self.update(agent_id, status=status, output_preview=output[:PREVIEW_CHARS], error=error)
+
+    # -- reading -------------------------------------------------------------
+
+    def get(self, agent_id: str) -> AgentRecord:
+        """The agent with this id, or with the only id that starts with it."""
+        if not agent_id:
+            raise RegistryError("give an agent id (or the start of one)")
+        with self._reading() as db:
+            rows = db.execute("SELECT * FROM agents WHERE id = ?", (agent_id,)).fetchall()
+            if not rows:
+                rows = db.execute(
+                    "SELECT * FROM agents WHERE substr(id, 1, ?) = ? "
+                    "ORDER BY started_at DESC LIMIT 6",
+                    (len(agent_id), agent_id),
+                ).fetchall()
+        if not rows:
+            raise RegistryError(f"no agent id starts with {agent_id!r} in {self.path}")
+        if len(rows) > 1:
+            shown = ", ".join(row["id"] for row in rows[:5])
+            raise RegistryError(
+                f"{agent_id!r} is the start of several agent ids ({shown}"
+                f"{', ...' if len(rows) > 5 else ''}); give more of it"
+            )
+        return _from_row(rows[0])
+
+    def list(
+        self, *, include_finished: bool = True, limit: int | None = 50
+    ) -> tuple[AgentRecord, ...]:
+        """Running agents first, then the most recently started."""
+        where = "" if include_finished else "WHERE status = 'running'"
+        with self._reading() as db:
+            rows = db.execute(
+                f"SELECT * FROM agents {where} "
+                "ORDER BY status = 'running' DESC, started_at DESC LIMIT ?",
+                (-1 if limit is None else limit,),
+            ).fetchall()
+        return tuple(_from_row(row) for row in rows)
+
+    # -- stopping ------------------------------------------------------------
+
+    def request_stop(self, agent_id: str) -> StopResult:
+        """Ask the process that runs an agent to stop it.
+
+        An agent whose process is gone (on this host) is marked ``lost``
+        instead, since nobody is left to see the flag.
+        """
+        record = self.get(agent_id)
+        if record.finished:
+            return StopResult("already_finished", record)
+        if _process_gone(record):
+            self._mark_lost(record)
+            return StopResult("lost", self.get(record.id))
+        with self._writing() as db:
+            db.execute(
+                "UPDATE agents SET stop_requested = 1, updated_at = ? "
+                "WHERE id = ? AND status = 'running'",
+                (time.time(), record.id),
+            )
+        record = self.get(record.id)
+        return StopResult("already_finished" if record.finished else "requested", record)
+
+    def stop_requested(self, agent_id: str) -> bool:
+        """Whether someone asked this agent (exact id) to stop; False for an unknown id."""
+        with self._reading() as db:
+            row = db.execute(
+                "SELECT stop_requested FROM agents WHERE id = ?", (agent_id,)
+            ).fetchone()
+        return bool(row and row[0])
+
+    async def wait_for_stop(self, agent_id: str, *, interval: float = 0.5) -> None:
+        """Return once a stop is requested; the owner then cancels the agent.
+
+        Run it as a task beside the agent and cancel it when the agent ends.
+        """
+        while True:
+            if await asyncio.to_thread(self.stop_requested, agent_id):
+                return
+            await asyncio.sleep(interval)
+
+    def mark_lost(self) -> tuple[AgentRecord, ...]:
+        """Mark ``lost`` the running agents whose process on this host has ended."""
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT * FROM agents WHERE status = 'running' AND host = ?",
+                (socket.gethostname(),),
+            ).fetchall()
+        gone = [r for r in map(_from_row, rows) if _process_gone(r)]
+        for record in gone:
+            self._mark_lost(record)
+        return tuple(self.get(r.id) for r in gone)
+
+    def _mark_lost(self, record: AgentRecord) -> None:
+        now = time.time()
+        with self._writing() as db:
+            db.execute(
+                "UPDATE agents SET status = 'lost', ended_at = ?, updated_at = ?, error = ? "
+                "WHERE id = ? AND status = 'running'",
+                (
+                    now,
+                    now,
+                    f"process {record.pid} on {record.host} ended without reporting",
+                    record.id,
+                ),
+            )
+
+    # -- connections -----------------------------------------------------------
+
+    def _create(self) -> None:
+        with self._connection() as db:
+            db.execute("PRAGMA journal_mode = WAL")
+            if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+                return
+        with self._writing() as db:
+            for statement in _SCHEMA:
+                db.execute(statement)
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        try:
+            db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise RegistryError(f"cannot open the agent registry {self.path}: {exc}") from exc
+        try:
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA synchronous = NORMAL")
+            yield db
+        finally:
+            db.close()
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self._connection() as db:
+            yield db
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that holds the lock from the start."""
+        with self._connection() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+
+def _to_sql(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in values.items()}
+
+
+def _from_row(row: sqlite3.Row) -> AgentRecord:
+    data = dict(zip(row.keys(), row, strict=True))
+    data["background"] = bool(data["background"])
+    data["stop_requested"] = bool(data["stop_requested"])
+    data["transcript"] = Path(data["transcript"]) if data["transcript"] else None
+    return AgentRecord(**data)
+
+
+def _process_gone(record: AgentRecord) -> bool:
+    """True only when we can tell: the pid is on this host and does not exist."""
+    if record.pid is None or record.host != socket.gethostname():
+        return False
+    if record.pid == os.getpid():
+        return False
+    if record.pid <= 0:
+        return True
+    try:
+        os.kill(record.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

@@ -1,0 +1,535 @@
+"""Per-agent transcripts: append-only JSON Lines that survive a crash.
+
+Every agent (main, fork or named) gets its own file. The first line, the
+header, holds everything needed to send byte-identical requests again: the
+rendered system prompt, the exact tool array and the settings (LESSONS 17: a
+resumed agent re-uses its rendered prompt instead of rendering a new one).
+Later lines record the history, usage per response and status changes.
+
+Each line goes to the file in one ``write`` and is not buffered, so a
+process killed with SIGKILL leaves every line it finished; at worst the last
+line is torn, and readers skip it. A line that cannot be read anywhere else
+is corruption, and reading fails loudly instead of resuming a wrong history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from ..errors import ForkagentError
+from ..events import (
+    AgentFinished,
+    AgentKind,
+    AgentMovedToBackground,
+    AgentStarted,
+    Event,
+    ResponseReceived,
+)
+from ..messages import JsonValue, Message, TextBlock
+from ..pricing import cost
+from ..requests import BlockPosition, ModelSettings, ToolSpec
+from ..usage import Usage
+
+if TYPE_CHECKING:
+    from .loop import AgentRun
+
+FORMAT_VERSION = 1
+
+TranscriptStatus: TypeAlias = Literal[
+    "running",
+    "background",
+    "completed",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "budget_exceeded",
+]
+"""``background``: a sync child was moved to the background and keeps running."""
+
+FINAL_STATUSES: frozenset[str] = frozenset(
+    {"completed", "failed", "cancelled", "timed_out", "budget_exceeded"}
+)
+
+
+class TranscriptError(ForkagentError):
+    """A transcript cannot be read or written as asked."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+# -- where files go ------------------------------------------------------------
+
+
+def state_dir() -> Path:
+    """Where forkagent keeps transcripts and the registry.
+
+    ``$FORKAGENT_HOME`` if set, else ``$XDG_STATE_HOME/forkagent``, else
+    ``~/.local/state/forkagent``.
+    """
+    if home := os.environ.get("FORKAGENT_HOME"):
+        return Path(home).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base).expanduser() / "forkagent"
+
+
+def transcript_path(root_id: str, agent_id: str, *, base: Path | None = None) -> Path:
+    """``<state_dir>/transcripts/<root_id>/<agent_id>.jsonl``: one folder per tree."""
+    folder = (base or state_dir()) / "transcripts" / _file_name(root_id)
+    return folder / f"{_file_name(agent_id)}.jsonl"
+
+
+def _file_name(agent_id: str) -> str:
+    if not agent_id or agent_id in {".", ".."} or any(c in agent_id for c in "/\\\0"):
+        raise ValueError(f"{agent_id!r} cannot be used as a file name")
+    return agent_id
+
+
+# -- lines ---------------------------------------------------------------------
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Line(BaseModel):
+    """One JSON line: ``type`` first, then ``at``, when it was written.
+
+    For the header, ``at`` is when the agent was created.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TranscriptHeader(_Line):
+    """The first line: who the agent is and the exact bytes its requests start with."""
+
+    type: Literal["header"] = "header"
+    at: datetime = Field(default_factory=_now)
+    version: int = FORMAT_VERSION
+    agent_id: str
+    parent_id: str | None = None
+    root_id: str
+    kind: AgentKind = "main"
+    label: str = ""
+    model: str
+    """The ``provider:model`` spec that resolves back to the model."""
+    system: str | tuple[TextBlock, ...] = ""
+    """The rendered system prompt, exactly as sent."""
+    tools: tuple[ToolSpec, ...] = ()
+    settings: ModelSettings = ModelSettings()
+    cwd: str
+    shared_prefix_end: BlockPosition | None = None
+    background: bool = False
+    extra: dict[str, JsonValue] = Field(default_factory=dict)
+    """Whatever else the runtime needs to resume (definition name, budget, ...)."""
+
+    @classmethod
+    def for_run(
+        cls,
+        run: AgentRun,
+        *,
+        root_id: str,
+        background: bool = False,
+        extra: dict[str, JsonValue] | None = None,
+    ) -> TranscriptHeader:
+        """The header of a live run, taken from what its requests are built from."""
+        return cls(
+            agent_id=run.id,
+            parent_id=run.parent_id,
+            root_id=root_id,
+            kind=run.kind,
+            label=run.label,
+            model=run.model.spec,
+            system=run.system,
+            tools=run.tool_specs,
+            settings=run.settings,
+            cwd=str(run.cwd),
+            shared_prefix_end=run.shared_prefix_end,
+            background=background,
+            extra=extra or {},
+        )
+
+
+class MessageEntry(_Line):
+    """History entry ``index`` is ``message``; anything after it is dropped.
+
+    Normally ``index`` is the history's length (an append). A smaller one
+    records a replaced message, e.g. a notification merged into the last
+    user message, in the same single line.
+    """
+
+    type: Literal["message"] = "message"
+    at: datetime = Field(default_factory=_now)
+    index: int = Field(ge=0)
+    message: Message
+
+
+class TruncateEntry(_Line):
+    """The history was cut back to ``length`` messages with nothing added."""
+
+    type: Literal["truncate"] = "truncate"
+    at: datetime = Field(default_factory=_now)
+    length: int = Field(ge=0)
+
+
+class UsageEntry(_Line):
+    """One model response's usage; ``cost`` is None when the price is unknown."""
+
+    type: Literal["usage"] = "usage"
+    at: datetime = Field(default_factory=_now)
+    turn: int | None = None
+    model: str
+    response_id: str | None = None
+    usage: Usage
+    cost: float | None = None
+
+
+class StatusEntry(_Line):
+    type: Literal["status"] = "status"
+    at: datetime = Field(default_factory=_now)
+    status: TranscriptStatus
+    output: str | None = None
+    error: str | None = None
+    details: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+
+Entry: TypeAlias = Annotated[
+    TranscriptHeader | MessageEntry | TruncateEntry | UsageEntry | StatusEntry,
+    Field(discriminator="type"),
+]
+_ENTRY: TypeAdapter[Entry] = TypeAdapter(Entry)
+
+
+# -- reading -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """A transcript as read: the header, every later line, and what they add up to."""
+
+    path: Path
+    header: TranscriptHeader
+    entries: tuple[Entry, ...]
+    """Every line after the header, in file order."""
+    messages: tuple[Message, ...]
+    """The history at the end of the file, ready to continue from."""
+    usage: Usage
+    cost: float | None
+    """Total cost; None as soon as one response's price is unknown."""
+    status: StatusEntry | None
+    """The last status line."""
+    torn_tail: bool
+    """The last line was incomplete (the writer died mid-write) and was skipped."""
+
+    @property
+    def finished(self) -> bool:
+        return self.status is not None and self.status.final
+
+
+class _Fold:
+    """Applies lines in order, checking each against what came before."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        """Bytes of complete, valid lines applied so far."""
+        self.lines = 0
+        self.header: TranscriptHeader | None = None
+        self.entries: list[Entry] = []
+        self.messages: list[Message] = []
+        self.usage = Usage()
+        self.cost: float | None = 0.0
+        self.status: StatusEntry | None = None
+
+    def feed(self, data: bytes, *, at_end: bool) -> list[Entry]:
+        """Apply the complete lines of ``data``, the file's bytes from ``offset`` on.
+
+        ``at_end``: no more lines will follow, so an unreadable last line is a
+        torn write rather than corruption.
+        """
+        lines = data.split(b"\n")[:-1]  # what follows the last newline is unfinished
+        applied: list[Entry] = []
+        for position, raw in enumerate(lines):
+            try:
+                entry = self._parse(raw)
+            except TranscriptError:
+                if at_end and position == len(lines) - 1:
+                    break
+                raise
+            self._apply(entry)
+            self.offset += len(raw) + 1
+            self.lines += 1
+            applied.append(entry)
+        return applied
+
+    def _parse(self, raw: bytes) -> Entry:
+        number = self.lines + 1
+        if number == 1:
+            self._check_version(raw)
+        try:
+            return _ENTRY.validate_json(raw)
+        except ValidationError as exc:
+            problem = exc.errors(include_url=False)[0]["msg"]
+            raise TranscriptError(self.path, f"line {number} is not valid: {problem}") from None
+
+    def _check_version(self, raw: bytes) -> None:
+        """A newer format gets its own message, not a list of unknown fields."""
+        try:
+            version = json.loads(raw).get("version")
+        except (ValueError, AttributeError):
+            return
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            raise TranscriptError(
+                self.path,
+                f"format version {version} is newer than this forkagent reads "
+                f"({FORMAT_VERSION}); upgrade forkagent",
+            )
+
+    def _apply(self, entry: Entry) -> None:
+        number = self.lines + 1
+        if isinstance(entry, TranscriptHeader) != (number == 1):
+            where = "the first line must be a header" if number == 1 else "a second header"
+            raise TranscriptError(self.path, f"line {number}: {where}")
+        if isinstance(entry, TranscriptHeader):
+            self.header = entry
+            return
+        self.entries.append(entry)
+        if isinstance(entry, MessageEntry):
+            self._cut(entry.index, "message index")
+            self.messages.append(entry.message)
+        elif isinstance(entry, TruncateEntry):
+            self._cut(entry.length, "truncate length")
+        elif isinstance(entry, UsageEntry):
+            self.usage = self.usage + entry.usage
+            self.cost = None if self.cost is None or entry.cost is None else self.cost + entry.cost
+        else:
+            self.status = entry
+
+    def _cut(self, length: int, what: str) -> None:
+        if length > len(self.messages):
+            raise TranscriptError(
+                self.path,
+                f"line {self.lines + 1}: {what} {length} skips past the "
+                f"{len(self.messages)} messages before it",
+            )
+        del self.messages[length:]
+
+
+def read_transcript(path: Path | str) -> Transcript:
+    """Read a whole transcript, skipping a torn last line.
+
+    Raises ``TranscriptError`` for a missing header, a corrupt line before
+    the last, or a history that does not add up.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    fold = _Fold(path)
+    fold.feed(data, at_end=True)
+    if fold.header is None:
+        raise TranscriptError(path, "no header (the agent ended before writing one)")
+    return Transcript(
+        path=path,
+        header=fold.header,
+        entries=tuple(fold.entries),
+        messages=tuple(fold.messages),
+        usage=fold.usage,
+        cost=fold.cost,
+        status=fold.status,
+        torn_tail=fold.offset < len(data),
+    )
+
+
+class TranscriptTail:
+    """Follows a transcript that may still be written, line by line."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._fold = _Fold(self.path)
+
+    def poll(self) -> list[Entry]:
+        """Lines completed since the last poll (the header included); [] if no file yet."""
+        try:
+            with self.path.open("rb") as file:
+                file.seek(self._fold.offset)
+                data = file.read()
+        except FileNotFoundError:
+            return []
+        return self._fold.feed(data, at_end=False)
+
+    @property
+    def finished(self) -> bool:
+        return self._fold.status is not None and self._fold.status.final
+
+
+# -- writing -------------------------------------------------------------------
+
+
+class TranscriptWriter:
+    """Appends one agent's transcript; each call writes whole lines, unbuffered.
+
+    Opening an existing transcript (to resume) continues it: the history read
+    from it is what the next ``sync`` compares against, and a torn last line
+    left by a crash is cut off first, the only bytes ever removed, so the
+    next line does not glue onto it. One writer per file.
+    """
+
+    def __init__(self, path: Path | str, *, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self._fsync = fsync
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        existing = self._recover()
+        self._header = existing.header
+        self._history: list[Message] = existing.messages
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        self._fd = os.open(self.path, flags, 0o600)
+
+    def _recover(self) -> _Fold:
+        fold = _Fold(self.path)
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return fold
+        fold.feed(data, at_end=True)
+        if fold.offset < len(data):
+            os.truncate(self.path, fold.offset)
+        return fold
+
+    @property
+    def header_written(self) -> bool:
+        return self._header is not None
+
+    def header(self, header: TranscriptHeader) -> None:
+        """Write the header; once per file, before anything else."""
+        if self._header is not None:
+            raise TranscriptError(self.path, "already has a header")
+        self._write(header)
+        self._header = header
+
+    def message(self, message: Message) -> None:
+        """Record a message just appended to the history."""
+        self._write(MessageEntry(index=len(self._history), message=message))
+        self._history.append(message)
+
+    def sync(self, messages: Sequence[Message]) -> int:
+        """Record whatever changed since the last call; returns the lines written.
+
+        Call after every change to the history. Appends cost one line each;
+        a replaced message (the loop merges notifications into the last user
+        message) is recorded with its index. Unchanged messages are found by
+        identity, so each call is cheap.
+        """
+        keep = _shared_length(self._history, messages)
+        lines: list[MessageEntry | TruncateEntry] = [
+            MessageEntry(index=keep + offset, message=m) for offset, m in enumerate(messages[keep:])
+        ]
+        if keep < len(self._history) and not lines:
+            lines.append(TruncateEntry(length=keep))
+        self._write(*lines)
+        self._history = list(messages)
+        return len(lines)
+
+    def usage(
+        self,
+        usage: Usage,
+        *,
+        model: str | None = None,
+        response_id: str | None = None,
+        turn: int | None = None,
+    ) -> None:
+        """Record one response's usage, priced by ``model`` (default: the header's)."""
+        name = model or self._required_header().model
+        self._write(
+            UsageEntry(
+                turn=turn, model=name, response_id=response_id, usage=usage, cost=cost(name, usage)
+            )
+        )
+
+    def status(
+        self,
+        status: TranscriptStatus,
+        *,
+        output: str | None = None,
+        error: str | None = None,
+        details: dict[str, JsonValue] | None = None,
+    ) -> None:
+        self._write(StatusEntry(status=status, output=output, error=error, details=details or {}))
+
+    def on_event(self, event: Event) -> None:
+        """Record this agent's usage and status from the runtime's events.
+
+        Messages are not in the events: call ``sync`` for them.
+        """
+        header = self._required_header()
+        if event.agent_id != header.agent_id:
+            return
+        if isinstance(event, AgentStarted):
+            self.status("running")
+        elif isinstance(event, ResponseReceived):
+            response = event.response
+            self.usage(
+                response.usage,
+                model=response.model or header.model,
+                response_id=response.response_id,
+                turn=event.turn,
+            )
+        elif isinstance(event, AgentMovedToBackground):
+            self.status("background")
+        elif isinstance(event, AgentFinished):
+            self.status(event.status, output=event.output, error=event.error, details=event.details)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __enter__(self) -> TranscriptWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _required_header(self) -> TranscriptHeader:
+        if self._header is None:
+            raise TranscriptError(self.path, "write the header first")
+        return self._header
+
+    def _write(self, *entries: _Line) -> None:
+        """All entries in one write call, so a crash tears at most the last line."""
+        if not entries:
+            return
+        if not isinstance(entries[0], TranscriptHeader):
+            self._required_header()
+        data = b"".join(e.model_dump_json().encode() + b"\n" for e in entries)
+        with self._lock:
+            if self._fd < 0:
+                raise TranscriptError(self.path, "the writer is closed")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            if self._fsync:
+                os.fsync(self._fd)
+
+
+def _shared_length(old: Sequence[Message], new: Sequence[Message]) -> int:
+    """How many leading messages the two histories have in common."""
+    for index, (a, b) in enumerate(zip(old, new, strict=False)):
+        if a is not b and a != b:
+            return index
+    return min(len(old), len(new))
