@@ -46,7 +46,7 @@ class Glob(ArgsTool):
         fixed, rest = split_fixed(args.pattern)
         found = await in_thread(lambda stop: _newest_first(base / fixed, rest, stop))
         if not found:
-            return f"No files match {args.pattern!r} in {shown(base, ctx)}."
+            return f"No files under {shown(base, ctx)} match {args.pattern!r}."
         lines = [shown(p, ctx) for p in found[: self.max_results]]
         if len(found) > self.max_results:
             lines.append(
