@@ -58,6 +58,9 @@ def test_glob_filter_without_slash_matches_the_file_name() -> None:
     assert GlobFilter("tests").matches("pkg/tests")
     assert not GlobFilter("src/*.py").matches("lib/src/a.py")
     assert GlobFilter("/src/*.py").matches("src/a.py")
+    assert GlobFilter("tests/").matches("pkg/tests")
+    assert GlobFilter("/tests").matches("tests")
+    assert not GlobFilter("/tests").matches("pkg/tests")
 
 
 @pytest.mark.parametrize(

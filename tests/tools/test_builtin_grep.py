@@ -89,6 +89,12 @@ async def test_skips_binary_and_noise_unless_pointed_at(repo: Path, run: Run) ->
     assert out == "Found 1 file\nnode_modules/lib/index.js"
 
 
+async def test_skips_pipes_instead_of_blocking_on_them(tmp_path: Path, run: Run) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "f.txt").write_text("x\n")
+    assert await run(Grep(), pattern="x") == "Found 1 file\nf.txt"
+
+
 async def test_path_may_be_a_file(repo: Path, run: Run) -> None:
     out = await run(Grep(), pattern="o", path="README.md", output_mode="count")
     assert out.splitlines()[0] == "README.md:1"

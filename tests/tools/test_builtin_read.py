@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -143,6 +144,12 @@ async def test_directory(tmp_path: Path, run: Run) -> None:
     (tmp_path / "src").mkdir()
     with pytest.raises(ToolError, match="src is a directory"):
         await run(Read(), file_path="src")
+
+
+async def test_special_file(tmp_path: Path, run: Run) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(ToolError, match="fifo is not a regular file"):
+        await run(Read(), file_path="fifo")
 
 
 async def test_path_outside_cwd_is_shown_absolute(tmp_path: Path, ctx: ToolContext) -> None:

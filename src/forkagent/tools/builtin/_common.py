@@ -32,7 +32,7 @@ def shown(path: Path, ctx: ToolContext) -> str:
 
 
 def existing_file(ctx: ToolContext, file_path: str) -> Path:
-    """Resolve ``file_path``; fail with a message the model can act on unless it is a file."""
+    """Resolve ``file_path``; unless it is a regular file, fail with a message the model can use."""
     path = ctx.resolve(file_path)
     if path.is_dir():
         raise ToolError(f"{shown(path, ctx)} is a directory, not a file; list it with Glob.")
@@ -40,6 +40,8 @@ def existing_file(ctx: ToolContext, file_path: str) -> Path:
         raise ToolError(
             f"File not found: {shown(path, ctx)}. Check the path, or find it with Glob."
         )
+    if not path.is_file():
+        raise ToolError(f"{shown(path, ctx)} is not a regular file (a device, pipe or socket).")
     return path
 
 

@@ -99,11 +99,16 @@ def _split_top_level(body: str) -> list[str]:
 
 
 class GlobFilter:
-    """A file filter the way ripgrep reads ``--glob``: without a ``/`` it matches the file name."""
+    """A filter read the way ripgrep reads ``--glob``.
+
+    Without a ``/`` (a trailing one aside) it matches file and directory names at
+    any depth; otherwise the path from the search root.
+    """
 
     def __init__(self, pattern: str) -> None:
-        self._whole_path = "/" in pattern
-        self._regex = glob_regex(pattern.removeprefix("/"))
+        trimmed = pattern.rstrip("/")
+        self._whole_path = "/" in trimmed
+        self._regex = glob_regex(trimmed.lstrip("/"))
 
     def matches(self, rel: str) -> bool:
         return (

@@ -7,7 +7,9 @@ thread) with ripgrep's argument names and output shapes.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -122,8 +124,8 @@ class Grep(ArgsTool):
         root = ctx.resolve(args.path or ".")
         if not root.exists():
             raise ToolError(f"Path not found: {shown(root, ctx)}.")
-        search = _Search(args, ctx, self.max_line_chars)
-        hits, too_big = await in_thread(lambda stop: search.run(root, self.max_file_bytes, stop))
+        search = _Search(args, ctx, self.max_file_bytes, self.max_line_chars)
+        hits, too_big = await in_thread(lambda stop: search.run(root, stop))
         report = _report(hits, args.output_mode, args.head_limit or self.max_entries, search.spaced)
         if too_big:
             report += f"\n[Skipped {counted(too_big, 'file')} over {self.max_file_bytes} bytes.]"
@@ -133,7 +135,9 @@ class Grep(ArgsTool):
 class _Search:
     """One Grep call's settings, applied file by file in a worker thread."""
 
-    def __init__(self, args: GrepArgs, ctx: ToolContext, max_line_chars: int) -> None:
+    def __init__(
+        self, args: GrepArgs, ctx: ToolContext, max_file_bytes: int, max_line_chars: int
+    ) -> None:
         self.regex = _compile(args)
         self.multiline = args.multiline
         self.content = args.output_mode == "content"
@@ -144,15 +148,19 @@ class _Search:
         self.include = GlobFilter(args.glob) if args.glob else None
         self.exclude = GlobFilter(args.exclude) if args.exclude else None
         self.ctx = ctx
+        self.max_file_bytes = max_file_bytes
         self.max_line_chars = max_line_chars
 
-    def run(self, root: Path, max_bytes: int, stop: threading.Event) -> tuple[list[_Hit], int]:
+    def run(self, root: Path, stop: threading.Event) -> tuple[list[_Hit], int]:
         """The matching files under ``root``, and how many were skipped for their size."""
         hits: list[_Hit] = []
         too_big = 0
         for path in self._candidates(root, stop):
             try:
-                if path.stat().st_size > max_bytes:
+                info = path.stat()
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                if info.st_size > self.max_file_bytes:
                     too_big += 1
                     continue
                 hit = self._search_file(path)
@@ -192,8 +200,7 @@ class _Search:
         """Indexes of the lines a match touches (a multiline match touches several)."""
         if not self.multiline:
             return [i for i, line in enumerate(lines) if self.regex.search(line)]
-        starts = [0]
-        starts.extend(i + 1 for i, char in enumerate(text) if char == "\n")
+        starts = [0, *itertools.accumulate(len(line) + 1 for line in lines)]
         touched: set[int] = set()
         for m in self.regex.finditer(text):
             first = bisect.bisect_right(starts, m.start()) - 1
