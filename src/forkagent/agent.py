@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 from ._orchestration.budget import Budget, Limits
 from ._orchestration.loop import AgentRun, close_pending, run_loop
 from ._orchestration.named import NamedAgents
 from ._orchestration.prompt import DEFAULT_SYSTEM_PROMPT, render_system_prompt
+from ._orchestration.recording import Recorder
+from ._orchestration.registry import Registry
 from ._orchestration.routing import ForkGate
 from ._orchestration.runtime import Runtime, RuntimeOptions
 from ._orchestration.tasks import AgentTask, TaskResult
+from ._orchestration.transcript import Transcript, read_transcript
 from .agents import AgentCatalog, AgentDefinition, load_agents
-from .events import AgentKind, AgentStarted, AgentStatus, Event
-from .messages import Message, user
+from .errors import ConfigurationError
+from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
+from .messages import Message, UserMessage, user
 from .models import Model, resolve_model
 from .pricing import cost
 from .requests import ModelSettings
@@ -96,6 +101,10 @@ class Agent:
     """Full control over fork policy, fan-out, nesting and backgrounding."""
     request_timeout: float | None = 600.0
     listeners: Sequence[Callable[[Event], None]] = ()
+    skip_transcript: bool = False
+    """Write no transcript files (the registry still lists the agents)."""
+    registry: Registry | Literal[False] | None = None
+    """The agent registry; None = the default SQLite file, False = none."""
 
     def session(self) -> Session:
         return Session(self)
@@ -145,7 +154,11 @@ class Session:
     """
 
     def __init__(
-        self, agent: Agent, *, extra_listeners: Sequence[Callable[[Event], None]] = ()
+        self,
+        agent: Agent,
+        *,
+        extra_listeners: Sequence[Callable[[Event], None]] = (),
+        resume: Transcript | None = None,
     ) -> None:
         options = agent.runtime_options()
         cwd = Path(agent.cwd).resolve()
@@ -159,30 +172,64 @@ class Session:
             named_builder=named.build,
             listeners=[*agent.listeners, *extra_listeners],
         )
-        root_id = self.runtime.new_id("main")
+        root_id = resume.header.agent_id if resume else self.runtime.new_id("main")
         settings = agent.settings
         if settings.cache_key is None:
             # One routing key for the whole tree: children inherit it (LESSONS 16).
             settings = settings.model_copy(update={"cache_key": f"forkagent-{root_id}"})
-        self.root = self.runtime.adopt(
-            AgentRun(
-                id=root_id,
-                model=model,
-                system=render_system_prompt(agent.system_prompt, cwd),
-                tools=tools,
-                tool_specs=tuple(t.spec() for t in tools),
-                settings=settings,
-                cwd=cwd,
-                budget=self.runtime.tree_budget.child(agent.limits),
-                timeout=agent.request_timeout,
-            )
+        root = AgentRun(
+            id=root_id,
+            model=model,
+            system=render_system_prompt(agent.system_prompt, cwd),
+            tools=tools,
+            tool_specs=tuple(t.spec() for t in tools),
+            settings=settings,
+            cwd=cwd,
+            budget=self.runtime.tree_budget.child(agent.limits),
+            timeout=agent.request_timeout,
         )
+        if resume is not None:
+            # The exact bytes it sent before, so the resumed agent still hits the cache.
+            header = resume.header
+            root.system, root.tool_specs, root.settings = header.system, header.tools, header.settings
+            root.messages = list(resume.messages)
+        self.root = self.runtime.adopt(root)
         self.runtime.on_notification = self._on_notification
+        registry = Registry() if agent.registry is None else agent.registry or None
+        self.recorder = Recorder(self.runtime.runs, root_id, registry, not agent.skip_transcript)
+        self.runtime.listeners.insert(0, self.recorder)
         self.runtime.emit(AgentStarted(root_id, None, "main", "main", False))
+        self._stop_poller: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._resumes: set[asyncio.Task[None]] = set()
         self._status: AgentStatus = "completed"
         self._error: str | None = None
+
+    @classmethod
+    def resume(cls, agent: Agent, transcript: Transcript | Path | str) -> Session:
+        """Continue a main agent from its transcript: same prompt, tools, settings, history.
+
+        ``agent`` supplies what a transcript cannot hold (tool implementations,
+        listeners); its model and cwd are replaced by the transcript's.
+        """
+        if not isinstance(transcript, Transcript):
+            transcript = read_transcript(transcript)
+        header = transcript.header
+        if header.kind != "main":
+            raise ConfigurationError(
+                f"{header.agent_id} is a {header.kind} agent; resume its main agent "
+                f"({header.root_id}) instead"
+            )
+        agent = replace(agent, model=header.model, cwd=header.cwd)
+        return cls(agent, resume=transcript)
+
+    async def proceed(self) -> RunResult:
+        """Run the main agent from where its history stands (after a resume)."""
+        async with self._lock:
+            close_pending(self.root)
+            if self.root.messages and isinstance(self.root.messages[-1], UserMessage):
+                await self._turns(drive=True)
+        return self.result()
 
     async def __aenter__(self) -> Session:
         return self
@@ -201,11 +248,13 @@ class Session:
         runs the turns their notifications start.
         """
         async with self._lock:
-            self.root.messages.append(user(prompt))
+            self.root.append(user(prompt))
             await self._turns(wait_for_background)
         return self.result()
 
     async def _turns(self, drive: bool) -> None:
+        if self.recorder.registry is not None and self._stop_poller is None:
+            self._stop_poller = asyncio.create_task(self._poll_stop_requests())
         try:
             async with asyncio.timeout(self.root.budget.limits.max_seconds):
                 outcome = await (self.runtime.drive(self.root) if drive else run_loop(self.root))
@@ -214,6 +263,19 @@ class Session:
             self._status, self._error = "timed_out", "the main agent ran out of time"
         finally:
             close_pending(self.root)
+            self.runtime.emit(
+                AgentFinished(self.root.id, self._status, self.root.output, self._error)
+            )
+
+    async def _poll_stop_requests(self, interval: float = 0.5) -> None:
+        """Honour ``forkagent stop ID`` from other processes."""
+        registry = self.recorder.registry
+        assert registry is not None
+        while True:
+            await asyncio.sleep(interval)
+            for task in list(self.runtime.tasks.values()):
+                if not task.done and await asyncio.to_thread(registry.stop_requested, task.id):
+                    task.cancel()
 
     async def fork(self, directives: Sequence[str], *, background: bool = False) -> list[AgentTask]:
         """Fork one child per directive from the conversation as it stands.
@@ -252,6 +314,10 @@ class Session:
             resume.cancel()
         await self.runtime.settle()
         await asyncio.gather(*self._resumes, return_exceptions=True)
+        if self._stop_poller is not None:
+            self._stop_poller.cancel()
+            await asyncio.gather(self._stop_poller, return_exceptions=True)
+        self.recorder.close()
 
     def result(self) -> RunResult:
         return RunResult(

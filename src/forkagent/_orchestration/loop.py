@@ -113,10 +113,20 @@ class AgentRun:
     family: ForkFamily | None = None
     """Set on a fork child until its first request: orders it among its siblings."""
     prewarm: bool = False
+    on_change: Callable[[AgentRun], object] | None = None
+    """Called after every change to ``messages`` (the transcript writer syncs here)."""
     _by_name: dict[str, Tool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._by_name = {t.name: t for t in self.tools}
+
+    def append(self, message: Message) -> None:
+        self.messages.append(message)
+        self.changed()
+
+    def changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
 
     def tool(self, name: str) -> Tool | None:
         return self._by_name.get(name)
@@ -161,10 +171,10 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
         except BudgetExceededError as exc:
             return LoopOutcome(_status_for(exc), exc.limit, str(exc))
         response = await _request(run)
-        run.messages.append(response.message)
+        run.append(response.message)
         uses = response.message.tool_uses
         if uses:
-            run.messages.append(await dispatch(run, uses))
+            run.append(await dispatch(run, uses))
             continue
         if continue_on_inbox and run.inbox:
             continue
@@ -208,6 +218,7 @@ def _deliver_inbox(run: AgentRun) -> None:
         run.messages[-1] = UserMessage(content=last.content + blocks, origin=last.origin)
     else:
         run.messages.append(UserMessage(content=blocks, origin="notification"))
+    run.changed()
     for notification in pending:
         run.emit(NotificationDelivered(run.id, notification.task_id))
 
@@ -224,7 +235,7 @@ async def dispatch(run: AgentRun, uses: Sequence[ToolUseBlock]) -> UserMessage:
             for use in uses:
                 group.create_task(one(use))
     except asyncio.CancelledError:
-        run.messages.append(_results_message(uses, results))
+        run.append(_results_message(uses, results))
         raise
     return _results_message(uses, results)
 
@@ -288,7 +299,7 @@ def close_pending(run: AgentRun, message: str = CANCELLED_RESULT) -> None:
     """Answer tool calls left open (a run stopped between reply and dispatch)."""
     open_uses = pending_tool_uses(run.messages)
     if open_uses:
-        run.messages.append(
+        run.append(
             UserMessage(
                 content=tuple(_error_result(u.id, message) for u in open_uses), origin="tool"
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .agents import agents_app
+from .resume import resume_command
 from .run import run_command
 
 app = typer.Typer(
@@ -16,6 +17,7 @@ app = typer.Typer(
 )
 app.add_typer(agents_app, name="agents")
 app.command("run")(run_command)
+app.command("resume")(resume_command)
 
 from .tasks import register as _register_tasks  # noqa: E402
 

@@ -1,0 +1,77 @@
+"""Writes every agent of a tree to its transcript and to the registry.
+
+An event listener plus the runs' change hook: each history change is one
+appended, flushed line, so a transcript survives a kill -9 up to its last
+complete line. ``skip_transcript`` leaves the files out; the registry row
+still tells ``forkagent ps`` the agent exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
+from ..pricing import cost
+from .loop import AgentRun
+from .registry import AgentRecord, Registry
+from .transcript import TranscriptHeader, TranscriptWriter, transcript_path
+
+
+@dataclass(eq=False)
+class Recorder:
+    runs: dict[str, AgentRun]
+    root_id: str
+    registry: Registry | None
+    transcripts: bool = True
+    writers: dict[str, TranscriptWriter] = field(default_factory=dict)
+
+    def __call__(self, event: Event) -> None:
+        run = self.runs.get(event.agent_id)
+        if run is None:
+            return
+        if isinstance(event, AgentStarted):
+            self._attach(run, event.background)
+        writer = self.writers.get(run.id)
+        if writer is not None:
+            writer.on_event(event)
+        self._registry_update(run, event)
+
+    def _attach(self, run: AgentRun, background: bool) -> None:
+        path = transcript_path(self.root_id, run.id) if self.transcripts else None
+        if path is not None:
+            writer = TranscriptWriter(path)
+            if not writer.header_written:
+                writer.header(TranscriptHeader.for_run(run, root_id=self.root_id, background=background))
+            self.writers[run.id] = writer
+            writer.sync(run.messages)
+            run.on_change = lambda changed: writer.sync(changed.messages)
+        if self.registry is not None:
+            self.registry.register(
+                AgentRecord(
+                    id=run.id,
+                    root_id=self.root_id,
+                    model=run.model.spec,
+                    kind=run.kind,
+                    parent_id=run.parent_id,
+                    label=run.label,
+                    background=background,
+                    cwd=str(run.cwd),
+                    transcript=path,
+                )
+            )
+
+    def _registry_update(self, run: AgentRun, event: Event) -> None:
+        if self.registry is None:
+            return
+        if isinstance(event, ResponseReceived):
+            self.registry.record_usage(
+                run.id, run.usage, turns=run.turns, cost=cost(run.model.name, run.usage)
+            )
+        elif isinstance(event, AgentMovedToBackground):
+            self.registry.update(run.id, background=True)
+        elif isinstance(event, AgentFinished):
+            self.registry.finish(run.id, event.status, output=event.output, error=event.error)
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()

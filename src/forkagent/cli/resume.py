@@ -1,0 +1,41 @@
+"""``forkagent resume``: continue a main agent from its transcript."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from .._orchestration.registry import Registry
+from ..agent import Agent, RunResult, Session
+from ..errors import ForkagentError
+
+
+def resume_command(
+    agent_id: Annotated[str, typer.Argument(help="The main agent's id (or a unique prefix).")],
+    prompt: Annotated[
+        str | None, typer.Argument(help="A new message; without it the agent finishes its turn.")
+    ] = None,
+) -> None:
+    """Continue an agent from its transcript; its cached prefix is re-used as it was."""
+    console = Console()
+    try:
+        record = Registry().get(agent_id)
+        if record.transcript is None:
+            raise typer.BadParameter(f"{record.id} was run with skip_transcript; nothing to resume")
+        result = asyncio.run(_resume(Session.resume(Agent(), record.transcript), prompt))
+    except ForkagentError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(result.output, markup=False, highlight=False)
+    hit = result.usage.cache_hit_ratio
+    console.print(f"status: {result.status}; cache hit {'-' if hit is None else f'{hit:.0%}'}")
+
+
+async def _resume(session: Session, prompt: str | None) -> RunResult:
+    async with session:
+        if prompt:
+            return await session.send(prompt, wait_for_background=True)
+        return await session.proceed()
