@@ -70,6 +70,8 @@ def test_glob_filter_without_slash_matches_the_file_name() -> None:
         ("src/**/*.py", "src", "**/*.py"),
         ("src/a/*.py", "src/a", "*.py"),
         ("README.md", "README.md", ""),
+        ("**/README.md", ".", "**/README.md"),
+        ("src/*/a.txt", "src", "*/a.txt"),
         ("/etc/*.conf", "/etc", "*.conf"),
         ("/*", "/", "*"),
     ],
@@ -85,6 +87,14 @@ async def test_recursive_glob_newest_first(tmp_path: Path, run: Run) -> None:
         "top.py",
         "src/pkg/mid.py",
         "old.py",
+    ]
+
+
+async def test_double_star_before_a_literal_name(tmp_path: Path, run: Run) -> None:
+    make(tmp_path, "docs/README.md", "README.md", "docs/other.md")
+    assert (await run(Glob(), pattern="**/README.md")).splitlines() == [
+        "docs/README.md",
+        "README.md",
     ]
 
 

@@ -126,8 +126,8 @@ def split_fixed(pattern: str) -> tuple[str, str]:
     n = 0
     while n < len(segments) - 1 and not _MAGIC.intersection(segments[n]):
         n += 1
-    if not _MAGIC.intersection(segments[-1]):
-        n = len(segments)
+    if n == len(segments) - 1 and not _MAGIC.intersection(segments[n]):
+        n += 1
     fixed = "/".join(segments[:n]) or ("/" if pattern.startswith("/") else ".")
     return fixed, "/".join(segments[n:])
 
