@@ -21,6 +21,7 @@ from ._orchestration.transcript import Transcript, read_transcript
 from .agents import AgentCatalog, AgentDefinition, load_agents
 from .errors import ConfigurationError
 from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
+from .hooks import Hooks
 from .messages import Message, UserMessage, user
 from .models import Model, resolve_model
 from .pricing import cost
@@ -101,6 +102,8 @@ class Agent:
     """Full control over fork policy, fan-out, nesting and backgrounding."""
     request_timeout: float | None = 600.0
     listeners: Sequence[Callable[[Event], None]] = ()
+    hooks: Hooks | None = None
+    """Python hooks; the project's settings file (``.forkagent/settings.json``) adds its own."""
     skip_transcript: bool = False
     """Write no transcript files (the registry still lists the agents)."""
     registry: Registry | Literal[False] | None = None
@@ -187,6 +190,7 @@ class Session:
             cwd=cwd,
             budget=self.runtime.tree_budget.child(agent.limits),
             timeout=agent.request_timeout,
+            hooks=_session_hooks(agent, cwd),
         )
         if resume is not None:
             # The exact bytes it sent before, so the resumed agent still hits the cache.
@@ -357,6 +361,12 @@ class Session:
         async with self._lock:
             if self.root.inbox:
                 await self._turns(drive=False)
+
+
+def _session_hooks(agent: Agent, cwd: Path) -> Hooks | None:
+    found = Hooks.from_settings(cwd) if agent.load_agent_files else Hooks()
+    hooks = agent.hooks.merged(found) if agent.hooks else found
+    return hooks if len(hooks) else None
 
 
 def _assemble_tools(

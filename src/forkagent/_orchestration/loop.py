@@ -27,6 +27,7 @@ from ..events import (
     ToolCalled,
     ToolFinished,
 )
+from ..hooks import HookEvent, HookInput, Hooks
 from ..messages import (
     AssistantMessage,
     ImageBlock,
@@ -113,6 +114,8 @@ class AgentRun:
     family: ForkFamily | None = None
     """Set on a fork child until its first request: orders it among its siblings."""
     prewarm: bool = False
+    hooks: Hooks | None = None
+    """PreToolUse / PostToolUse hooks; they can block a call or add context to its result."""
     on_change: Callable[[AgentRun], object] | None = None
     """Called after every change to ``messages`` (the transcript writer syncs here)."""
     _by_name: dict[str, Tool] = field(default_factory=dict, repr=False)
@@ -254,15 +257,49 @@ def _results_message(
 async def call_tool(run: AgentRun, use: ToolUseBlock) -> ToolResultBlock:
     """One call, every failure turned into an error result the model can act on."""
     run.emit(ToolCalled(run.id, use.id, use.name, use.input))
+    context: tuple[str, ...] = ()
     try:
+        context = await _hook(run, "PreToolUse", use)
         output = await _checked_call(run, use)
         result = ToolResultBlock(tool_use_id=use.id, content=_as_blocks(output))
     except ToolError as exc:
         result = _error_result(use.id, str(exc))
     except Exception as exc:
         result = _error_result(use.id, f"{use.name} failed: {type(exc).__name__}: {exc}")
+    try:
+        context += await _hook(run, "PostToolUse", use, result.text)
+    except ToolError as exc:
+        result = _error_result(use.id, f"{result.text}\n{exc}")
+    if context:
+        extra = tuple(TextBlock(text=c) for c in context)
+        result = result.model_copy(update={"content": result.content + extra})
     run.emit(ToolFinished(run.id, use.id, use.name, result.is_error, result.text[:200]))
     return result
+
+
+async def _hook(
+    run: AgentRun, event: HookEvent, use: ToolUseBlock, output: str | None = None
+) -> tuple[str, ...]:
+    """Run the hooks for one call; a block becomes a ``ToolError`` the model reads."""
+    if run.hooks is None or not len(run.hooks):
+        return ()
+    outcome = await run.hooks.run(
+        event,
+        HookInput(
+            event=event,
+            agent_id=run.id,
+            agent_type=run.label if run.kind == "named" else run.kind,
+            cwd=run.cwd,
+            tool_name=use.name,
+            tool_input=use.input,
+            tool_output=output,
+            tool_use_id=use.id,
+            parent_agent_id=run.parent_id,
+        ),
+    )
+    if outcome.blocked:
+        raise ToolError(f"blocked by a {event} hook: {outcome.reason or 'no reason given'}")
+    return outcome.additional_context
 
 
 async def _checked_call(run: AgentRun, use: ToolUseBlock) -> ToolOutput:

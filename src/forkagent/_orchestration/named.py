@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..agents import AgentCatalog, assemble_tool_pool, resolve_agent_model
+from ..hooks import CommandHook, Hooks
 from ..messages import user
 from ..models import resolve_model
 from ..requests import ModelSettings
@@ -47,9 +48,18 @@ class NamedAgents:
             parent_id=parent.id,
             depth=parent.depth + 1,
             gates=parent.gates,
+            hooks=_agent_hooks(parent, definition.hooks),
             timeout=parent.timeout,
         )
         return PreparedChild(runtime.adopt(run), background_default=definition.background)
+
+
+def _agent_hooks(parent: AgentRun, own: tuple[CommandHook, ...]) -> Hooks | None:
+    """The parent's hooks plus the definition's own."""
+    if not own:
+        return parent.hooks
+    mine = Hooks.from_commands(own)
+    return parent.hooks.merged(mine) if parent.hooks else mine
 
 
 def _child_settings(parent: ModelSettings, agent_name: str) -> ModelSettings:

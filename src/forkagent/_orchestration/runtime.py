@@ -220,6 +220,7 @@ class Runtime:
             is_fork=True,
             shared_prefix_end=forked.shared_prefix_end,
             gates=parent.gates,
+            hooks=parent.hooks,
             timeout=parent.timeout,
             family=self._family(parent),
             prewarm=self.options.fanout == "prewarm",

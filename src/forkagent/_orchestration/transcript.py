@@ -68,6 +68,10 @@ class TranscriptError(ForkagentError):
         self.path = path
 
 
+class _UnreadableLine(TranscriptError):
+    """Not JSON, or not a transcript line: corruption, unless it is the last line."""
+
+
 # -- where files go ------------------------------------------------------------
 
 
@@ -267,7 +271,7 @@ class _Fold:
         for position, raw in enumerate(lines):
             try:
                 entry = self._parse(raw)
-            except TranscriptError:
+            except _UnreadableLine:
                 if at_end and position == len(lines) - 1:
                     break
                 raise
@@ -285,7 +289,7 @@ class _Fold:
             return _ENTRY.validate_json(raw)
         except ValidationError as exc:
             problem = exc.errors(include_url=False)[0]["msg"]
-            raise TranscriptError(self.path, f"line {number} is not valid: {problem}") from None
+            raise _UnreadableLine(self.path, f"line {number} is not valid: {problem}") from None
 
     def _check_version(self, raw: bytes) -> None:
         """A newer format gets its own message, not a list of unknown fields."""
