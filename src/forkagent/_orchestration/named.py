@@ -51,7 +51,11 @@ class NamedAgents:
             hooks=_agent_hooks(parent, definition.hooks),
             timeout=parent.timeout,
         )
-        return PreparedChild(runtime.adopt(run), background_default=definition.background)
+        return PreparedChild(
+            runtime.adopt(run),
+            background_default=definition.background,
+            isolation=definition.isolation,
+        )
 
 
 def _agent_hooks(parent: AgentRun, own: tuple[CommandHook, ...]) -> Hooks | None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import AgentSpawnError
+from ..errors import AgentSpawnError, ForkagentError
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentStatus, Event
 from ..messages import JsonValue, TextBlock
 from .budget import Budget, Limits
@@ -30,6 +30,7 @@ from .notify import (
 )
 from .routing import ForkGate, Route, decide_route
 from .tasks import AgentTask, TaskResult
+from .worktree import create_worktree, finish_worktree, worktree_notice
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class PreparedChild:
 
     run: AgentRun
     background_default: bool = False
+    isolation: Literal["worktree"] | None = None
     finish: Callable[[], Any] | None = None
     """Async callable returning ``(path, branch)`` of a kept worktree, or None."""
 
@@ -143,7 +145,9 @@ class Runtime:
             )
         try:
             child = self._prepare(parent, route, request)
-        except AgentSpawnError as exc:
+            if (request.isolation or child.isolation) == "worktree":
+                await self._isolate(child, parent)
+        except ForkagentError as exc:
             return f"Refused: {exc}"
         background = (
             request.run_in_background
@@ -174,6 +178,25 @@ class Runtime:
             raise AgentSpawnError("no named agents are configured for this runtime")
         assert route.agent_type is not None
         return self.named_builder(self, parent, route.agent_type, request)
+
+    async def _isolate(self, child: PreparedChild, parent: AgentRun) -> None:
+        """Give the child its own git worktree and tell it so, after its shared prefix."""
+        try:
+            worktree = await create_worktree(parent.cwd, child.run.id)
+        except ForkagentError:
+            del self.runs[child.run.id]
+            raise
+        run = child.run
+        run.cwd = worktree.path
+        last = run.messages[-1]
+        notice = TextBlock(text=worktree_notice(worktree))
+        run.messages[-1] = last.model_copy(update={"content": (*last.content, notice)})
+
+        async def finish() -> tuple[str, str] | None:
+            result = await finish_worktree(worktree)
+            return (str(result.path), result.branch) if result.kept else None
+
+        child.finish = finish
 
     async def _report(self, task: AgentTask, header: str) -> str:
         prefix = f"[{header}]\n" if header else ""
