@@ -1,0 +1,273 @@
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from forkagent._orchestration.registry import (
+    AgentRecord,
+    Registry,
+    RegistryError,
+    default_registry_path,
+)
+from forkagent.usage import Usage
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Registry:
+    return Registry(tmp_path / "registry.db")
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def record(agent_id: str, **fields: Any) -> AgentRecord:
+    return replace(AgentRecord(id=agent_id, root_id="main-0", model="test:m"), **fields)
+
+
+def test_a_record_round_trips_every_field(registry: Registry, tmp_path: Path) -> None:
+    original = AgentRecord(
+        id="fork-1-abc",
+        root_id="main-0-xyz",
+        model="anthropic:claude-sonnet-4-5",
+        kind="fork",
+        parent_id="main-0-xyz",
+        label="review",
+        status="running",
+        background=True,
+        cwd="/work",
+        transcript=tmp_path / "t.jsonl",
+        started_at=1000.5,
+        turns=3,
+        input_tokens=10,
+        output_tokens=20,
+        cache_read_tokens=900,
+        cache_write_tokens=90,
+        cost=None,
+        output_preview="partial",
+        stop_requested=False,
+    )
+    registry.register(original)
+    stored = registry.get("fork-1-abc")
+    assert stored.updated_at >= original.updated_at
+    assert stored == replace(original, updated_at=stored.updated_at)
+    assert stored.cache_hit_ratio == pytest.approx(900 / 1000)
+    assert stored.total_tokens == 1020
+
+
+def test_the_registry_file_uses_wal(registry: Registry) -> None:
+    db = sqlite3.connect(registry.path)
+    try:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        db.close()
+
+
+def test_registering_an_id_again_replaces_the_row(registry: Registry) -> None:
+    registry.register(record("a", status="lost"))
+    registry.update("a", stop_requested=True)
+    registry.register(record("a", pid=os.getpid()))
+    again = registry.get("a")
+    assert again.status == "running"
+    assert not again.stop_requested
+
+
+# -- lookup ----------------------------------------------------------------------
+
+
+def test_lookup_by_unique_prefix(registry: Registry) -> None:
+    registry.register(record("fork-1-abc"))
+    registry.register(record("fork-2-def"))
+    registry.register(record("fork-2"))
+    assert registry.get("fork-1").id == "fork-1-abc"
+    assert registry.get("fork-2").id == "fork-2"  # an exact id beats being a prefix
+    assert registry.get("fork-2-").id == "fork-2-def"
+
+
+def test_ambiguous_and_unknown_ids_are_explained(registry: Registry) -> None:
+    registry.register(record("fork-1-abc"))
+    registry.register(record("fork-1-abd"))
+    with pytest.raises(RegistryError, match=r"'fork-1-ab' is the start of several .*fork-1-ab"):
+        registry.get("fork-1-ab")
+    with pytest.raises(RegistryError, match="no agent id starts with 'FORK'"):
+        registry.get("FORK")  # prefixes are case-sensitive
+    with pytest.raises(RegistryError, match="give an agent id"):
+        registry.get("")
+    assert registry.get("fork-1-abd").id == "fork-1-abd"
+
+
+# -- updates -----------------------------------------------------------------------
+
+
+def test_updates_and_finishing(registry: Registry) -> None:
+    registry.register(record("a"))
+    usage = Usage(
+        input_tokens=100, output_tokens=50, cache_read_tokens=300, cache_write_5m_tokens=100
+    )
+    registry.record_usage("a", usage, turns=2, cost=0.01)
+    running = registry.get("a")
+    assert (running.turns, running.prompt_tokens, running.cost) == (2, 500, 0.01)
+    assert running.ended_at is None
+    registry.finish("a", "completed", output="x" * 2000)
+    done = registry.get("a")
+    assert done.finished
+    assert done.ended_at is not None
+    assert done.output_preview == "x" * 500
+
+
+def test_bad_updates_are_refused(registry: Registry) -> None:
+    registry.register(record("a"))
+    with pytest.raises(TypeError, match="no updatable field colour"):
+        registry.update("a", colour="red")
+    with pytest.raises(TypeError, match="id"):
+        registry.update("a", id="b")
+    with pytest.raises(RegistryError, match="no agent with id 'b'"):
+        registry.update("b", turns=1)
+
+
+def test_listing_puts_running_agents_first_then_the_latest(registry: Registry) -> None:
+    registry.register(record("old-running", started_at=1.0))
+    registry.register(record("old-done", status="completed", started_at=2.0))
+    registry.register(record("new-done", status="failed", started_at=3.0))
+    registry.register(record("new-running", started_at=4.0))
+    assert [r.id for r in registry.list()] == ["new-running", "old-running", "new-done", "old-done"]
+    assert [r.id for r in registry.list(include_finished=False)] == ["new-running", "old-running"]
+    assert [r.id for r in registry.list(limit=3)] == ["new-running", "old-running", "new-done"]
+
+
+def test_default_path_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("FORKAGENT_REGISTRY", raising=False)
+    monkeypatch.setenv("FORKAGENT_HOME", str(tmp_path / "home"))
+    assert default_registry_path() == tmp_path / "home" / "registry.db"
+    monkeypatch.setenv("FORKAGENT_REGISTRY", str(tmp_path / "elsewhere.db"))
+    assert Registry().path == tmp_path / "elsewhere.db"
+    assert (tmp_path / "elsewhere.db").exists()
+
+
+# -- stopping and lost agents ----------------------------------------------------------
+
+
+def test_stop_sets_the_flag_the_owner_polls(registry: Registry) -> None:
+    registry.register(record("a"))  # owned by this (live) process
+    assert not registry.stop_requested("a")
+    result = registry.request_stop("a")
+    assert result.outcome == "requested"
+    assert result.record.stop_requested
+    assert registry.stop_requested("a")
+    assert not registry.stop_requested("unknown")
+
+
+def test_stopping_a_finished_agent_changes_nothing(registry: Registry) -> None:
+    registry.register(record("a", status="completed"))
+    result = registry.request_stop("a")
+    assert result.outcome == "already_finished"
+    assert not registry.get("a").stop_requested
+
+
+def test_stopping_an_agent_whose_process_is_gone_marks_it_lost(registry: Registry) -> None:
+    registry.register(record("a", pid=dead_pid()))
+    result = registry.request_stop("a")
+    assert result.outcome == "lost"
+    assert result.record.status == "lost"
+    assert result.record.error is not None
+    assert "ended without reporting" in result.record.error
+
+
+async def test_wait_for_stop_returns_once_asked(registry: Registry) -> None:
+    registry.register(record("a"))
+    waiter = asyncio.create_task(registry.wait_for_stop("a", interval=0.01))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    await asyncio.to_thread(registry.request_stop, "a")
+    await asyncio.wait_for(waiter, timeout=5)
+
+
+def test_mark_lost_only_touches_dead_processes_on_this_host(registry: Registry) -> None:
+    gone = dead_pid()
+    registry.register(record("dead", pid=gone))
+    registry.register(record("alive", pid=os.getpid()))
+    registry.register(record("elsewhere", pid=gone, host="another-host"))
+    registry.register(record("finished", pid=gone, status="completed"))
+    lost = registry.mark_lost()
+    assert [r.id for r in lost] == ["dead"]
+    statuses = {r.id: r.status for r in registry.list()}
+    assert statuses == {
+        "dead": "lost",
+        "alive": "running",
+        "elsewhere": "running",
+        "finished": "completed",
+    }
+    assert registry.mark_lost() == ()
+
+
+# -- concurrency -------------------------------------------------------------------------
+
+_WORKER = textwrap.dedent(
+    """
+    import sys
+    from forkagent._orchestration.registry import AgentRecord, Registry
+
+    registry = Registry(sys.argv[1])
+    name = sys.argv[2]
+    for i in range(150):
+        agent = f"{name}-{i}"
+        registry.register(AgentRecord(id=agent, root_id=name, model="test:m"))
+        registry.update(agent, turns=i, input_tokens=i * 10)
+        registry.get(agent)
+        registry.list(limit=10)
+        registry.finish(agent, "completed", output="ok")
+    """
+)
+
+
+def test_two_processes_write_at_once_without_locking_errors(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(path), name],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("left", "right")
+    ]
+    errors = [worker.communicate(timeout=60)[1] for worker in workers]
+    assert errors == ["", ""]
+    assert [w.returncode for w in workers] == [0, 0]
+    rows = Registry(path).list(limit=None)
+    assert len(rows) == 300
+    assert all(r.status == "completed" for r in rows)
+
+
+def test_threads_share_one_registry(registry: Registry) -> None:
+    failures: list[BaseException] = []
+
+    def work(name: str) -> None:
+        try:
+            for i in range(40):
+                registry.register(record(f"{name}-{i}"))
+                registry.update(f"{name}-{i}", turns=i)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(f"t{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(registry.list(limit=None)) == 160
