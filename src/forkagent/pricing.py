@@ -47,12 +47,64 @@ def anthropic_price(input: float, output: float) -> Price:
     return Price(input, output, input * 0.1, input * 1.25, input * 2)
 
 
+def cached_read_price(input: float, output: float, cache_read: float) -> Price:
+    """Providers without a write premium: written tokens cost what input costs."""
+    return Price(input, output, cache_read, input, input)
+
+
+def dashscope_price(input: float, output: float) -> Price:
+    """DashScope's explicit cache: write 1.25x, read 0.1x; it has no 1-hour TTL."""
+    return Price(input, output, input * 0.1, input * 1.25, input * 1.25)
+
+
+PRICE_SOURCES: dict[str, str] = {
+    "anthropic": "https://docs.anthropic.com/en/docs/about-claude/pricing",
+    "openai": "https://platform.openai.com/docs/pricing (standard tier)",
+    "gemini": "https://ai.google.dev/gemini-api/docs/pricing (paid tier, prompts up to 200k tokens; "
+    "explicit-cache storage per hour is not included)",
+    "deepseek": "https://api-docs.deepseek.com/quick_start/pricing",
+    "dashscope": "https://www.alibabacloud.com/help/en/model-studio/models (international, "
+    "lowest input tier)",
+}
+"""Where each group of rows below comes from."""
+
 PRICES: dict[str, Price] = {
+    # Anthropic
+    "claude-opus-4-6": anthropic_price(5, 25),
     "claude-opus-4-5": anthropic_price(5, 25),
     "claude-opus-4-1": anthropic_price(15, 75),
-    "claude-sonnet-4-5": anthropic_price(3, 15),
+    "claude-opus-4": anthropic_price(15, 75),
+    "claude-opus-4-0": anthropic_price(15, 75),
     "claude-sonnet-4-6": anthropic_price(3, 15),
+    "claude-sonnet-4-5": anthropic_price(3, 15),
+    "claude-sonnet-4": anthropic_price(3, 15),
+    "claude-sonnet-4-0": anthropic_price(3, 15),
+    "claude-3-7-sonnet": anthropic_price(3, 15),
     "claude-haiku-4-5": anthropic_price(1, 5),
+    "claude-3-5-haiku": anthropic_price(0.8, 4),
+    # OpenAI (cache writes carry no premium on these models)
+    "gpt-5.1": cached_read_price(1.25, 10, 0.125),
+    "gpt-5": cached_read_price(1.25, 10, 0.125),
+    "gpt-5-mini": cached_read_price(0.25, 2, 0.025),
+    "gpt-5-nano": cached_read_price(0.05, 0.4, 0.005),
+    "gpt-4.1": cached_read_price(2, 8, 0.5),
+    "gpt-4.1-mini": cached_read_price(0.4, 1.6, 0.1),
+    "gpt-4.1-nano": cached_read_price(0.1, 0.4, 0.025),
+    "gpt-4o": cached_read_price(2.5, 10, 1.25),
+    "gpt-4o-mini": cached_read_price(0.15, 0.6, 0.075),
+    "o3": cached_read_price(2, 8, 0.5),
+    "o4-mini": cached_read_price(1.1, 4.4, 0.275),
+    # Google Gemini 2.5
+    "gemini-2.5-pro": cached_read_price(1.25, 10, 0.125),
+    "gemini-2.5-flash": cached_read_price(0.3, 2.5, 0.03),
+    "gemini-2.5-flash-lite": cached_read_price(0.1, 0.4, 0.01),
+    # DeepSeek (V3.2 behind both names)
+    "deepseek-chat": cached_read_price(0.28, 0.42, 0.028),
+    "deepseek-reasoner": cached_read_price(0.28, 0.42, 0.028),
+    # Alibaba Qwen on DashScope
+    "qwen-max": dashscope_price(1.6, 6.4),
+    "qwen-plus": dashscope_price(0.4, 1.2),
+    "qwen-turbo": dashscope_price(0.05, 0.2),
 }
 
 

@@ -1,0 +1,122 @@
+"""OpenAI-compatible servers: DashScope (Qwen), DeepSeek, vLLM, SGLang, llama.cpp, any base URL.
+
+Each is a ``ChatDialect`` of the Chat Completions adapter. Model strings take
+an optional base URL after ``@``: ``vllm:Qwen/Qwen3-8B@http://10.0.0.5:8000/v1``.
+Without one, the dialect's ``*_BASE_URL`` variable, then its default, is used;
+``openai-compat:`` has no default and needs one of the two.
+
+Settings in ``ModelSettings.extra`` go into the request body unchanged, which
+is how the engines' own cache controls are reached: vLLM ``cache_salt``,
+llama.cpp ``id_slot`` and ``cache_prompt``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ..errors import ConfigurationError
+from .openai import ChatDialect, OpenAIModel
+
+DASHSCOPE = ChatDialect(
+    provider="dashscope",
+    key_variables=("DASHSCOPE_API_KEY",),
+    base_url_variable="DASHSCOPE_BASE_URL",
+    default_base_url="https://dashscope-intl.aliyuncs.com/compatible-mode/v1",
+    cache_markers=True,
+    warmup="first_response_ends",
+    min_cache_tokens=1024,
+)
+"""Explicit cache: markers at the same places as Anthropic's; readable once the writer's reply ends."""
+
+DEEPSEEK = ChatDialect(
+    provider="deepseek",
+    key_variables=("DEEPSEEK_API_KEY",),
+    base_url_variable="DEEPSEEK_BASE_URL",
+    default_base_url="https://api.deepseek.com",
+    reasoning_field="reasoning_content",
+    warmup="first_response_ends",
+    min_cache_tokens=64,
+)
+"""Automatic disk cache in 64-token units, built after the reply; thinking goes back in tool loops."""
+
+VLLM = ChatDialect(
+    provider="vllm",
+    key_variables=("VLLM_API_KEY",),
+    key_required=False,
+    base_url_variable="VLLM_BASE_URL",
+    default_base_url="http://localhost:8000/v1",
+    min_cache_tokens=16,
+)
+"""Automatic prefix caching over full KV blocks (16 tokens by default), shared within a batch."""
+
+SGLANG = ChatDialect(
+    provider="sglang",
+    key_variables=("SGLANG_API_KEY",),
+    key_required=False,
+    base_url_variable="SGLANG_BASE_URL",
+    default_base_url="http://localhost:30000/v1",
+    min_cache_tokens=1,
+)
+"""Radix-tree prefix cache at token granularity, shared within a batch."""
+
+LLAMACPP = ChatDialect(
+    provider="llamacpp",
+    key_variables=("LLAMACPP_API_KEY",),
+    key_required=False,
+    base_url_variable="LLAMACPP_BASE_URL",
+    default_base_url="http://localhost:8080/v1",
+    warmup="first_response_ends",
+)
+"""A slot reuses its KV for the common prefix, once its previous request has finished."""
+
+OPENAI_COMPAT = ChatDialect(
+    provider="openai-compat",
+    key_variables=("OPENAI_COMPAT_API_KEY",),
+    key_required=False,
+    base_url_variable="OPENAI_COMPAT_BASE_URL",
+    warmup="first_response_ends",
+)
+"""Any other Chat Completions server; assumes nothing about its cache."""
+
+
+def split_base_url(name: str) -> tuple[str, str | None]:
+    """``model@http://host/v1`` -> (model, base URL); a name without ``@http`` is all model."""
+    model, at, url = name.rpartition("@")
+    if at and model and url.startswith(("http://", "https://")):
+        return model, url
+    return name, None
+
+
+def _factory(dialect: ChatDialect) -> Callable[[str], OpenAIModel]:
+    def make(name: str) -> OpenAIModel:
+        model, url = split_base_url(name)
+        if url is None and dialect.default_base_url is None:
+            variable = dialect.base_url_variable
+            if variable is None or not os.environ.get(variable):
+                raise ConfigurationError(
+                    f"{dialect.provider}:{name} needs a base URL: write "
+                    f"'{dialect.provider}:{model}@http://host:port/v1' or set {variable}"
+                )
+        return OpenAIModel(model, dialect=dialect, base_url=url)
+
+    make.__doc__ = f"``{dialect.provider}:<model>[@<base url>]``."
+    return make
+
+
+dashscope_model = _factory(DASHSCOPE)
+deepseek_model = _factory(DEEPSEEK)
+vllm_model = _factory(VLLM)
+sglang_model = _factory(SGLANG)
+llamacpp_model = _factory(LLAMACPP)
+openai_compat_model = _factory(OPENAI_COMPAT)
+
+__all__ = [
+    "DASHSCOPE",
+    "DEEPSEEK",
+    "LLAMACPP",
+    "OPENAI_COMPAT",
+    "SGLANG",
+    "VLLM",
+    "split_base_url",
+]

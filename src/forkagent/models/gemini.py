@@ -1,0 +1,624 @@
+"""Google Gemini (``generateContent``) on the official ``google-genai`` SDK.
+
+``render_request``, ``render_cache``, ``parse_response`` and ``GeminiStream``
+are pure and need no SDK; they speak the REST JSON (camelCase), which the SDK
+transport turns into its types and back.
+
+Mapping notes:
+- Gemini wants strict user/model turns: consecutive neutral messages of one
+  role are merged into one content. In a user turn the function responses come
+  first, then images returned by tools, then the message's own text and images.
+- A function response names its function: the name is taken from the call with
+  the same id earlier in the history. Calls without an id get
+  ``<responseId>_<n>``.
+- A thought signature on a part that is not itself a thought (Gemini puts them
+  on function calls) is kept as an empty ``ThinkingBlock`` right before the
+  block it belongs to, and put back on that part when rendering.
+- Explicit caching: a ``CachedContent`` holds system, tools and the contents of
+  the shared prefix; a request that uses it sends only the rest, with
+  ``cachedContent`` and no ``systemInstruction``/``tools``/``toolConfig``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel
+
+from ..errors import InvalidRequestError
+from ..messages import (
+    AssistantMessage,
+    ContentBlock,
+    ImageBlock,
+    JsonValue,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from ..requests import ModelRequest, ModelSettings, canonical_json
+from ..usage import Usage
+from ._json import as_dict, as_list, as_str, get_int
+from ._retry import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    connection_error,
+    provider_error,
+    stream_cut,
+    stream_with_retries,
+    with_retries,
+)
+from ._transport import Body, missing_sdk, require_key
+from .base import (
+    Model,
+    ModelProfile,
+    ModelResponse,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseStarted,
+)
+
+if TYPE_CHECKING:
+    import httpx2
+    from google.genai import types as gtypes
+
+PROVIDER = "gemini"
+KEY_VARIABLES = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+"""The SDK's own order: ``GOOGLE_API_KEY`` wins when both are set."""
+
+
+def min_cache_tokens(model: str) -> int:
+    """Google's table: 4096 for the Pro models, 1024 for Flash and the rest."""
+    return 4096 if "pro" in model else 1024
+
+
+# --- neutral request -> wire ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CachedPrefix:
+    """A ``CachedContent`` holding system, tools and the first ``contents`` wire contents."""
+
+    name: str
+    contents: int
+
+
+@dataclass(slots=True)
+class _Content:
+    role: str
+    parts: list[Body]
+    last_message: int
+    """Index of the last neutral message merged into this content."""
+
+
+def render_request(request: ModelRequest, *, cached: CachedPrefix | None = None) -> Body:
+    """The ``generateContent`` body (the model goes in the URL, not here)."""
+    contents = _contents(request)
+    body: Body = {}
+    if cached is None:
+        body.update(_prefix(request))
+    body["contents"] = [_wire(c) for c in contents[cached.contents if cached else 0 :]]
+    if config := _generation_config(request.settings):
+        body["generationConfig"] = config
+    if cached is not None:
+        body["cachedContent"] = cached.name
+    body.update(request.settings.extra)
+    return body
+
+
+def render_cache(request: ModelRequest, contents: int) -> Body:
+    """The ``cachedContents`` body for system, tools and the first ``contents`` contents."""
+    body: Body = {"model": f"models/{request.model}"}
+    body.update(_prefix(request))
+    body["contents"] = [_wire(c) for c in _contents(request)[:contents]]
+    body["ttl"] = "3600s" if request.settings.cache_ttl == "1h" else "300s"
+    return body
+
+
+def shared_contents(request: ModelRequest) -> int:
+    """How many wire contents lie wholly inside the prefix shared with sibling forks.
+
+    A content that reaches past the end of the shared prefix is left out, so the
+    cached part and the request part each keep user/model alternation.
+    """
+    end = request.shared_prefix_end
+    if end is None or end.message >= len(request.messages):
+        return 0
+    whole = end.block >= len(request.messages[end.message].content) - 1
+    limit = end.message if whole else end.message - 1
+    count = 0
+    for content in _contents(request):
+        if content.last_message > limit:
+            break
+        count += 1
+    return count
+
+
+def _prefix(request: ModelRequest) -> Body:
+    out: Body = {}
+    system = request.system
+    texts = [system] if isinstance(system, str) else [b.text for b in system]
+    if parts := [{"text": t} for t in texts if t]:
+        out["systemInstruction"] = {"parts": parts}
+    if request.tools:
+        declarations = [
+            {"name": t.name, "description": t.description, "parametersJsonSchema": t.input_schema}
+            for t in request.tools
+        ]
+        out["tools"] = [{"functionDeclarations": declarations}]
+    if (config := _tool_config(request.settings.tool_choice)) is not None:
+        out["toolConfig"] = config
+    return out
+
+
+def _tool_config(choice: str | None) -> Body | None:
+    if choice is None:
+        return None
+    if choice in ("auto", "any", "none"):
+        return {"functionCallingConfig": {"mode": choice.upper()}}
+    return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [choice]}}
+
+
+def _generation_config(settings: ModelSettings) -> Body:
+    config: Body = {"maxOutputTokens": settings.max_tokens}
+    if settings.temperature is not None:
+        config["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        config["topP"] = settings.top_p
+    if settings.stop_sequences:
+        config["stopSequences"] = list(settings.stop_sequences)
+    if (thinking := settings.thinking) is not None:
+        if thinking.type == "disabled":
+            config["thinkingConfig"] = {"thinkingBudget": 0}
+        else:
+            budget = thinking.budget_tokens if thinking.type == "enabled" else None
+            config["thinkingConfig"] = {
+                "includeThoughts": True,
+                "thinkingBudget": -1 if budget is None else budget,
+            }
+    return config
+
+
+def _contents(request: ModelRequest) -> list[_Content]:
+    names: dict[str, str] = {}
+    out: list[_Content] = []
+    for index, message in enumerate(request.messages):
+        parts = _parts(message, names)
+        if not parts:
+            continue
+        role = "user" if message.role == "user" else "model"
+        if out and out[-1].role == role:
+            out[-1].parts.extend(parts)
+            out[-1].last_message = index
+        else:
+            out.append(_Content(role, parts, index))
+    return out
+
+
+def _wire(content: _Content) -> Body:
+    return {"role": content.role, "parts": content.parts}
+
+
+def _parts(message: Message, names: dict[str, str]) -> list[Body]:
+    if isinstance(message, AssistantMessage):
+        return _model_parts(message.content, names)
+    responses: list[Body] = []
+    images: list[Body] = []
+    own: list[Body] = []
+    for block in message.content:
+        if isinstance(block, ToolResultBlock):
+            responses.append(_function_response(block, names.get(block.tool_use_id, "")))
+            images += [_image(c) for c in block.content if isinstance(c, ImageBlock)]
+        elif isinstance(block, TextBlock):
+            own.append({"text": block.text})
+        elif isinstance(block, ImageBlock):
+            own.append(_image(block))
+    return responses + images + own
+
+
+def _model_parts(blocks: tuple[ContentBlock, ...], names: dict[str, str]) -> list[Body]:
+    out: list[Body] = []
+    signature: str | None = None
+    for block in blocks:
+        part: Body
+        if isinstance(block, ThinkingBlock):
+            if block.redacted:
+                continue
+            if not block.thinking:
+                signature = block.signature
+                continue
+            part = {"text": block.thinking, "thought": True}
+            signature = block.signature
+        elif isinstance(block, TextBlock):
+            part = {"text": block.text}
+        elif isinstance(block, ToolUseBlock):
+            names[block.id] = block.name
+            part = {"functionCall": {"id": block.id, "name": block.name, "args": block.input}}
+        else:
+            continue
+        if signature is not None:
+            part["thoughtSignature"] = signature
+            signature = None
+        out.append(part)
+    if signature is not None:
+        out.append({"text": "", "thoughtSignature": signature})
+    return out
+
+
+def _function_response(block: ToolResultBlock, name: str) -> Body:
+    key = "error" if block.is_error else "output"
+    return {
+        "functionResponse": {"id": block.tool_use_id, "name": name, "response": {key: block.text}}
+    }
+
+
+def _image(image: ImageBlock) -> Body:
+    if image.data is not None:
+        return {"inlineData": {"mimeType": image.media_type, "data": image.data}}
+    return {"fileData": {"mimeType": image.media_type, "fileUri": image.url}}
+
+
+# --- wire -> neutral response -----------------------------------------------------------------
+
+_FINISH_REASONS: dict[str, StopReason] = {
+    "STOP": "end_turn",
+    "MAX_TOKENS": "max_tokens",
+    "SAFETY": "refusal",
+    "RECITATION": "refusal",
+    "BLOCKLIST": "refusal",
+    "PROHIBITED_CONTENT": "refusal",
+    "SPII": "refusal",
+    "MALFORMED_FUNCTION_CALL": "error",
+}
+
+
+def parse_response(body: Mapping[str, JsonValue]) -> ModelResponse:
+    """A ``generateContent`` response (or a stream folded into one) as a ``ModelResponse``."""
+    candidate = as_dict(next(iter(as_list(body.get("candidates"))), None))
+    response_id = as_str(body.get("responseId"))
+    blocks: list[ContentBlock] = []
+    calls = 0
+    for raw in as_list(as_dict(candidate.get("content")).get("parts")):
+        part = as_dict(raw)
+        if part.get("functionCall") is not None:
+            call = as_dict(part["functionCall"])
+            fallback = f"{response_id or 'call'}_{calls}"
+            calls += 1
+            block: ContentBlock | None = ToolUseBlock(
+                id=as_str(call.get("id")) or fallback,
+                name=as_str(call.get("name")),
+                input=as_dict(call.get("args")),
+            )
+        elif part.get("thought"):
+            blocks.append(_thought(part))
+            continue
+        elif part.get("text"):
+            block = TextBlock(text=as_str(part["text"]))
+        else:
+            block = None
+        if signature := as_str(part.get("thoughtSignature")):
+            blocks.append(ThinkingBlock(thinking="", signature=signature))
+        if block is not None:
+            blocks.append(block)
+    stop = _FINISH_REASONS.get(as_str(candidate.get("finishReason")), "end_turn")
+    return ModelResponse(
+        message=AssistantMessage(content=tuple(blocks)),
+        stop_reason="tool_use" if calls and stop == "end_turn" else stop,
+        usage=parse_usage(body),
+        model=as_str(body.get("modelVersion")),
+        response_id=response_id or None,
+    )
+
+
+def _thought(part: Body) -> ThinkingBlock:
+    return ThinkingBlock(
+        thinking=as_str(part.get("text")), signature=as_str(part.get("thoughtSignature")) or None
+    )
+
+
+def parse_usage(body: Mapping[str, JsonValue]) -> Usage:
+    """``promptTokenCount`` includes the cached tokens; thoughts are billed as output."""
+    prompt = get_int(body, "usageMetadata", "promptTokenCount")
+    prompt += get_int(body, "usageMetadata", "toolUsePromptTokenCount")
+    cached = get_int(body, "usageMetadata", "cachedContentTokenCount")
+    return Usage(
+        input_tokens=max(0, prompt - cached),
+        output_tokens=get_int(body, "usageMetadata", "candidatesTokenCount")
+        + get_int(body, "usageMetadata", "thoughtsTokenCount"),
+        cache_read_tokens=cached,
+        requests=1,
+    )
+
+
+class GeminiStream:
+    """Folds ``streamGenerateContent`` chunks into one response; deltas pass on as they come."""
+
+    def __init__(self) -> None:
+        self._head: Body = {}
+        self._parts: list[Body] = []
+        self._finish: str | None = None
+        self._calls = 0
+
+    def feed(self, event: Mapping[str, JsonValue]) -> list[StreamEvent]:
+        if "error" in event:
+            raise provider_error(PROVIDER, None, dict(event))
+        for key in ("responseId", "modelVersion", "usageMetadata"):
+            if event.get(key) is not None:
+                self._head[key] = event[key]
+        candidate = as_dict(next(iter(as_list(event.get("candidates"))), None))
+        if finish := as_str(candidate.get("finishReason")):
+            self._finish = finish
+        out: list[StreamEvent] = []
+        for raw in as_list(as_dict(candidate.get("content")).get("parts")):
+            out += self._add(dict(as_dict(raw)))
+        return out
+
+    def finish(self) -> ModelResponse:
+        if self._finish is None:
+            raise stream_cut(PROVIDER, "no finishReason")
+        candidate: Body = {"content": {"parts": self._parts}, "finishReason": self._finish}
+        return parse_response({**self._head, "candidates": [candidate]})
+
+    def _add(self, part: Body) -> list[StreamEvent]:
+        if part.get("functionCall") is not None:
+            self._parts.append(part)
+            call = as_dict(part["functionCall"])
+            fallback = f"{as_str(self._head.get('responseId')) or 'call'}_{self._calls}"
+            self._calls += 1
+            return [ToolUseStarted(as_str(call.get("id")) or fallback, as_str(call.get("name")))]
+        text = as_str(part.get("text"))
+        last = self._parts[-1] if self._parts else None
+        if (
+            last is not None
+            and "text" in last
+            and bool(last.get("thought")) == bool(part.get("thought"))
+            and "thoughtSignature" not in last
+        ):
+            last["text"] = as_str(last["text"]) + text
+            if "thoughtSignature" in part:
+                last["thoughtSignature"] = part["thoughtSignature"]
+        else:
+            self._parts.append(part)
+        if not text:
+            return []
+        return [ThinkingDelta(text) if part.get("thought") else TextDelta(text)]
+
+
+# --- transport and model ------------------------------------------------------------------------
+
+
+class GeminiTransport(Protocol):
+    """Carries Gemini REST bodies: generation, its stream, and cache creation."""
+
+    async def generate(self, model: str, body: Body) -> Body:
+        """The ``generateContent`` response."""
+
+    def stream(self, model: str, body: Body) -> AsyncIterator[Body]:
+        """The ``streamGenerateContent`` chunks."""
+
+    async def create_cache(self, body: Body) -> Body:
+        """The created ``CachedContent`` (its ``name`` at least)."""
+
+    async def aclose(self) -> None:
+        """Release connections."""
+
+
+@dataclass(slots=True)
+class _CacheEntry:
+    prefix: CachedPrefix | None
+    """None: the server would not cache this prefix (too short, say); send it whole."""
+    expires: float
+
+
+class GeminiModel(Model):
+    """A Gemini model through ``google.genai.Client``.
+
+    ``explicit_cache=True`` makes one ``CachedContent`` per distinct shared
+    prefix (a family of forks) and sends each member only what follows it.
+    Without it, Gemini's implicit caching applies.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        explicit_cache: bool = False,
+        timeout: float = 600.0,
+        http_client: httpx2.AsyncClient | None = None,
+        transport: GeminiTransport | None = None,
+    ) -> None:
+        self._name = name
+        self.profile = ModelProfile(
+            provider=PROVIDER,
+            history_style="alternating",
+            # An explicit cache exists before any member of the family is sent.
+            warmup="none" if explicit_cache else "first_response_ends",
+            min_cache_tokens=min_cache_tokens(name),
+        )
+        self._retry = retry
+        self._explicit = explicit_cache
+        self._caches: dict[str, _CacheEntry] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._transport = transport or _SdkTransport(api_key, base_url, timeout, http_client)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        body = await self._body(request)
+        reply = await with_retries(self._retry, lambda: self._transport.generate(self._name, body))
+        return parse_response(reply)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        body = await self._body(request)
+        async for event in stream_with_retries(
+            self._retry, lambda: self._transport.stream(self._name, body), GeminiStream
+        ):
+            yield event
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def _body(self, request: ModelRequest) -> Body:
+        count = shared_contents(request) if self._explicit else 0
+        if not count:
+            return render_request(request)
+        return render_request(request, cached=await self._cached(request, count))
+
+    async def _cached(self, request: ModelRequest, count: int) -> CachedPrefix | None:
+        """The family's cache, made by the first member that needs it; siblings wait for it."""
+        body = render_cache(request, count)
+        key = hashlib.sha256(canonical_json(body)).hexdigest()
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            entry = self._caches.get(key)
+            if entry is None or entry.expires <= time.monotonic():
+                entry = await self._create(body, count)
+                self._caches[key] = entry
+        return entry.prefix
+
+    async def _create(self, body: Body, count: int) -> _CacheEntry:
+        lifetime = float(as_str(body["ttl"]).rstrip("s"))
+        expires = time.monotonic() + lifetime * 0.9
+        try:
+            created = await with_retries(self._retry, lambda: self._transport.create_cache(body))
+        except InvalidRequestError:
+            return _CacheEntry(None, expires)
+        return _CacheEntry(CachedPrefix(as_str(created.get("name")), count), expires)
+
+
+_CONFIG_FIELDS = ("systemInstruction", "tools", "toolConfig", "cachedContent", "safetySettings")
+
+
+class _SdkTransport:
+    """REST bodies through ``google.genai``: validated into its types, answers dumped back.
+
+    Validating from JSON (not from dicts) makes the SDK decode base64 fields
+    such as thought signatures and image data instead of re-encoding them.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None,
+        base_url: str | None,
+        timeout: float,
+        http_client: httpx2.AsyncClient | None,
+    ) -> None:
+        key = require_key(api_key, "Gemini", *KEY_VARIABLES)
+        try:
+            from google import genai
+            from google.genai import types
+        except ImportError as error:
+            raise missing_sdk("google-genai", "gemini") from error
+        options = types.HttpOptions(
+            base_url=base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL"),
+            api_version="v1beta",
+            timeout=int(timeout * 1000),
+            retry_options=types.HttpRetryOptions(attempts=1),
+            httpx_async_client=http_client,
+        )
+        self._client = genai.Client(api_key=key, http_options=options).aio
+
+    async def generate(self, model: str, body: Body) -> Body:
+        contents, config = _sdk_request(body)
+        with _translated():
+            reply = await self._client.models.generate_content(
+                model=model, contents=contents, config=config
+            )
+            return _dump(reply)
+
+    async def stream(self, model: str, body: Body) -> AsyncIterator[Body]:
+        contents, config = _sdk_request(body)
+        with _translated():
+            chunks = await self._client.models.generate_content_stream(
+                model=model, contents=contents, config=config
+            )
+            async for chunk in chunks:
+                yield _dump(chunk)
+
+    async def create_cache(self, body: Body) -> Body:
+        from google.genai import types
+
+        config = types.CreateCachedContentConfig.model_validate_json(
+            _json({k: v for k, v in body.items() if k != "model"})
+        )
+        with _translated():
+            created = await self._client.caches.create(model=as_str(body["model"]), config=config)
+            return _dump(created)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _sdk_request(body: Body) -> tuple[list[gtypes.Content], gtypes.GenerateContentConfig]:
+    from google.genai import types
+
+    contents = [types.Content.model_validate_json(_json(c)) for c in as_list(body.get("contents"))]
+    config: Body = {k: body[k] for k in _CONFIG_FIELDS if k in body}
+    config.update(as_dict(body.get("generationConfig")))
+    config["automaticFunctionCalling"] = {"disable": True}
+    handled = {*_CONFIG_FIELDS, "contents", "generationConfig"}
+    if rest := {k: v for k, v in body.items() if k not in handled}:
+        config["httpOptions"] = {"extraBody": rest}
+    return contents, types.GenerateContentConfig.model_validate_json(_json(config))
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Re-raise ``google.genai`` and httpx2 exceptions as typed ``ProviderError``s."""
+    import httpx2
+    from google.genai import errors
+
+    try:
+        yield
+    except errors.APIError as error:
+        response = getattr(error, "response", None)
+        headers: Mapping[str, str] = getattr(response, "headers", None) or {}
+        raise provider_error(
+            PROVIDER, error.code, error.details, headers, key_variable=" or ".join(KEY_VARIABLES)
+        ) from error
+    except httpx2.TransportError as error:
+        raise connection_error(PROVIDER, error) from error
+
+
+def _json(value: JsonValue) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _dump(model: BaseModel) -> Body:
+    data = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data.pop("sdkHttpResponse", None)
+    return data
+
+
+def gemini_model(name: str) -> GeminiModel:
+    """``gemini:<model>``."""
+    return GeminiModel(name)
+
+
+__all__ = [
+    "CachedPrefix",
+    "GeminiModel",
+    "GeminiStream",
+    "GeminiTransport",
+    "min_cache_tokens",
+    "parse_response",
+    "parse_usage",
+    "render_cache",
+    "render_request",
+    "shared_contents",
+]

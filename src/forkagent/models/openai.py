@@ -1,0 +1,492 @@
+"""OpenAI Chat Completions on the official ``openai`` SDK, and the servers that copy it.
+
+``render_request``, ``parse_response`` and ``ChatStream`` are pure and need no
+SDK. A ``ChatDialect`` holds what differs between OpenAI and a compatible
+server (see ``compat.py``); everything else is rendered the same way.
+
+Mapping notes:
+- A neutral user message becomes one ``tool`` message per tool result, then one
+  user message with its own text and images. Tool messages carry text only, so
+  a tool result's images move into that user message, ahead of its own blocks.
+- Tool call arguments are sent back as the model wrote them when they were not
+  JSON, else as compact JSON in the original key order.
+- Thinking is sent back only to servers that take it (``reasoning_field``), and
+  read from ``reasoning_content`` or ``reasoning``.
+- Cache writes (``cache_write_tokens``, DashScope's ``cache_creation_input_tokens``)
+  count as 5-minute writes in ``Usage``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..messages import (
+    AssistantMessage,
+    ContentBlock,
+    ImageBlock,
+    JsonValue,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+from ..requests import ModelRequest, ModelSettings
+from ..usage import Usage
+from ._cache import Position, ephemeral, message_breakpoints
+from ._json import as_dict, as_int, as_list, as_str, compact, get_int, parse_arguments
+from ._retry import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    provider_error,
+    stream_cut,
+    stream_with_retries,
+    with_retries,
+)
+from ._transport import Body, SdkErrors, SdkTransport, Transport, missing_sdk, require_key
+from .base import (
+    Model,
+    ModelProfile,
+    ModelResponse,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseStarted,
+    Warmup,
+)
+
+if TYPE_CHECKING:
+    import httpx2
+
+
+@dataclass(frozen=True, slots=True)
+class ChatDialect:
+    """How one Chat Completions server differs from OpenAI's."""
+
+    provider: str
+    key_variables: tuple[str, ...] = ()
+    """Environment variables holding the API key, first set wins."""
+    key_required: bool = True
+    """Local engines run without a key unless started with one."""
+    base_url_variable: str | None = None
+    default_base_url: str | None = None
+    max_tokens_field: str = "max_tokens"
+    send_cache_key: bool = False
+    """Send ``settings.cache_key`` as ``prompt_cache_key`` (OpenAI's cache routing)."""
+    cache_markers: bool = False
+    """Explicit ``cache_control`` on content parts (DashScope); content is then always a list."""
+    reasoning_field: str | None = None
+    """Assistant field that takes thinking back (DeepSeek's ``reasoning_content``)."""
+    warmup: Warmup = "none"
+    min_cache_tokens: int = 0
+
+    def profile(self) -> ModelProfile:
+        return ModelProfile(
+            provider=self.provider, warmup=self.warmup, min_cache_tokens=self.min_cache_tokens
+        )
+
+
+OPENAI = ChatDialect(
+    provider="openai",
+    key_variables=("OPENAI_API_KEY",),
+    base_url_variable="OPENAI_BASE_URL",
+    max_tokens_field="max_completion_tokens",
+    send_cache_key=True,
+    warmup="first_response_starts",
+    min_cache_tokens=1024,
+)
+
+
+# --- neutral request -> wire ------------------------------------------------------------------
+
+
+def render_request(request: ModelRequest, dialect: ChatDialect, *, stream: bool = False) -> Body:
+    """The Chat Completions body for ``request`` as ``dialect`` wants it."""
+    settings = request.settings
+    renderer = _Renderer(request, dialect)
+    body: Body = {"model": request.model, "messages": renderer.messages()}
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.input_schema,
+                },
+            }
+            for t in request.tools
+        ]
+    body.update(_settings(settings, dialect))
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    body.update(settings.extra)
+    return body
+
+
+def _settings(settings: ModelSettings, dialect: ChatDialect) -> Body:
+    out: Body = {}
+    if (choice := settings.tool_choice) is not None:
+        out["tool_choice"] = (
+            {"type": "function", "function": {"name": choice}}
+            if choice not in ("auto", "any", "none")
+            else "required"
+            if choice == "any"
+            else choice
+        )
+    out[dialect.max_tokens_field] = settings.max_tokens
+    if settings.temperature is not None:
+        out["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        out["top_p"] = settings.top_p
+    if settings.stop_sequences:
+        out["stop"] = list(settings.stop_sequences)
+    if dialect.send_cache_key and settings.cache_key is not None:
+        out["prompt_cache_key"] = settings.cache_key
+    return out
+
+
+def _markable(block: ContentBlock) -> bool:
+    """Blocks that become a content part of their own (tool calls and thinking do not)."""
+    if isinstance(block, TextBlock):
+        return bool(block.text)
+    if isinstance(block, ToolResultBlock):
+        return any(isinstance(c, TextBlock) for c in block.content)
+    return isinstance(block, ImageBlock)
+
+
+class _Renderer:
+    def __init__(self, request: ModelRequest, dialect: ChatDialect) -> None:
+        self._request = request
+        self._dialect = dialect
+        self._parts_always = dialect.cache_markers
+        marks = message_breakpoints(request, _markable) if dialect.cache_markers else frozenset()
+        self._marks: frozenset[Position] = marks
+        self._control = ephemeral("5m")
+
+    def messages(self) -> list[JsonValue]:
+        out: list[JsonValue] = []
+        system = self._system()
+        if system is not None:
+            out.append(system)
+        for index, message in enumerate(self._request.messages):
+            if isinstance(message, UserMessage):
+                out.extend(self._user(message, index))
+            else:
+                out.append(self._assistant(message, index))
+        return out
+
+    def _system(self) -> Body | None:
+        system = self._request.system
+        blocks = (TextBlock(text=system),) if isinstance(system, str) else system
+        parts = [_text_part(b.text) for b in blocks if b.text]
+        if not parts:
+            return None
+        if self._dialect.cache_markers:
+            parts[-1]["cache_control"] = self._control
+        return {"role": "system", "content": self._content(parts)}
+
+    def _user(self, message: UserMessage, index: int) -> list[Body]:
+        out: list[Body] = []
+        parts: list[Body] = []
+        for position, block in enumerate(message.content):
+            marked = (index, position) in self._marks
+            if isinstance(block, ToolResultBlock):
+                out.append(self._tool_message(block, marked))
+                parts += [_image_part(c) for c in block.content if isinstance(c, ImageBlock)]
+            elif isinstance(block, TextBlock | ImageBlock):
+                parts.append(self._mark(_part(block), marked))
+        if parts:
+            out.append({"role": "user", "content": self._content(parts)})
+        return out
+
+    def _tool_message(self, block: ToolResultBlock, marked: bool) -> Body:
+        parts = [_text_part(c.text) for c in block.content if isinstance(c, TextBlock)]
+        if parts:
+            self._mark(parts[-1], marked)
+        content: JsonValue = self._content(parts) if parts else ""
+        return {"role": "tool", "tool_call_id": block.tool_use_id, "content": content}
+
+    def _assistant(self, message: AssistantMessage, index: int) -> Body:
+        parts = [
+            self._mark(_text_part(b.text), (index, i) in self._marks)
+            for i, b in enumerate(message.content)
+            if isinstance(b, TextBlock) and b.text
+        ]
+        out: Body = {"role": "assistant", "content": self._content(parts) if parts else None}
+        calls = [_tool_call(b) for b in message.content if isinstance(b, ToolUseBlock)]
+        if calls:
+            out["tool_calls"] = calls
+        thinking = "".join(b.thinking for b in message.content if isinstance(b, ThinkingBlock))
+        if self._dialect.reasoning_field and thinking:
+            out[self._dialect.reasoning_field] = thinking
+        return out
+
+    def _content(self, parts: list[Body]) -> JsonValue:
+        """A lone text part is sent as a plain string unless the dialect wants lists."""
+        if not self._parts_always and len(parts) == 1 and parts[0]["type"] == "text":
+            return parts[0]["text"]
+        return parts
+
+    def _mark(self, part: Body, marked: bool) -> Body:
+        if marked:
+            part["cache_control"] = self._control
+        return part
+
+
+def _part(block: TextBlock | ImageBlock) -> Body:
+    return _text_part(block.text) if isinstance(block, TextBlock) else _image_part(block)
+
+
+def _text_part(text: str) -> Body:
+    return {"type": "text", "text": text}
+
+
+def _image_part(image: ImageBlock) -> Body:
+    url = f"data:{image.media_type};base64,{image.data}" if image.data is not None else image.url
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _tool_call(block: ToolUseBlock) -> Body:
+    arguments = block.raw_arguments if block.raw_arguments is not None else compact(block.input)
+    return {
+        "id": block.id,
+        "type": "function",
+        "function": {"name": block.name, "arguments": arguments},
+    }
+
+
+# --- wire -> neutral response -----------------------------------------------------------------
+
+_FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+
+def parse_response(body: Mapping[str, JsonValue]) -> ModelResponse:
+    """A chat completion (or a stream folded into one) as a ``ModelResponse``."""
+    choice = as_dict(next(iter(as_list(body.get("choices"))), None))
+    message = as_dict(choice.get("message"))
+    reasoning = as_str(message.get("reasoning_content")) or as_str(message.get("reasoning"))
+    content: list[ContentBlock] = [ThinkingBlock(thinking=reasoning)] if reasoning else []
+    if text := as_str(message.get("content")):
+        content.append(TextBlock(text=text))
+    for raw in as_list(message.get("tool_calls")):
+        call = as_dict(raw)
+        function = as_dict(call.get("function"))
+        arguments, raw_text = parse_arguments(as_str(function.get("arguments")))
+        content.append(
+            ToolUseBlock(
+                id=as_str(call.get("id")),
+                name=as_str(function.get("name")),
+                input=arguments,
+                raw_arguments=raw_text,
+            )
+        )
+    finish = as_str(choice.get("finish_reason"))
+    return ModelResponse(
+        message=AssistantMessage(content=tuple(content)),
+        stop_reason=_FINISH_REASONS.get(finish, "end_turn"),
+        usage=parse_usage(body),
+        model=as_str(body.get("model")),
+        response_id=as_str(body.get("id")) or None,
+    )
+
+
+def parse_usage(body: Mapping[str, JsonValue]) -> Usage:
+    """Usage from whichever fields the server reports.
+
+    Cache reads: ``prompt_tokens_details.cached_tokens`` (OpenAI, DashScope,
+    vLLM, SGLang), ``prompt_cache_hit_tokens`` (DeepSeek) or llama.cpp's
+    ``timings.cache_n``. Writes: ``cache_write_tokens`` (OpenAI) or
+    ``cache_creation_input_tokens`` (DashScope). ``prompt_tokens`` includes both.
+    """
+    usage = as_dict(body.get("usage"))
+    details = as_dict(usage.get("prompt_tokens_details"))
+    read = (
+        as_int(details.get("cached_tokens"))
+        or as_int(usage.get("prompt_cache_hit_tokens"))
+        or get_int(body, "timings", "cache_n")
+    )
+    written = (
+        as_int(details.get("cache_write_tokens"))
+        or as_int(details.get("cache_creation_input_tokens"))
+        or as_int(usage.get("cache_creation_input_tokens"))
+    )
+    return Usage(
+        input_tokens=max(0, as_int(usage.get("prompt_tokens")) - read - written),
+        output_tokens=as_int(usage.get("completion_tokens")),
+        cache_read_tokens=read,
+        cache_write_5m_tokens=written,
+        requests=1,
+    )
+
+
+class ChatStream:
+    """Folds Chat Completions chunks into one completion; deltas are passed on as they come."""
+
+    def __init__(self, provider: str) -> None:
+        self._provider = provider
+        self._head: Body = {}
+        self._text = ""
+        self._reasoning = ""
+        self._calls: dict[int, Body] = {}
+        self._finish: str | None = None
+
+    def feed(self, event: Mapping[str, JsonValue]) -> list[StreamEvent]:
+        if "error" in event:
+            raise provider_error(self._provider, None, dict(event))
+        for key in ("id", "model", "usage", "timings"):
+            if event.get(key) is not None:
+                self._head[key] = event[key]
+        out: list[StreamEvent] = []
+        for raw in as_list(event.get("choices")):
+            choice = as_dict(raw)
+            out += self._delta(as_dict(choice.get("delta")))
+            if finish := as_str(choice.get("finish_reason")):
+                self._finish = finish
+        return out
+
+    def finish(self) -> ModelResponse:
+        if self._finish is None:
+            raise stream_cut(self._provider, "no finish_reason")
+        message: Body = {"content": self._text, "reasoning_content": self._reasoning}
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        choice: Body = {"message": message, "finish_reason": self._finish}
+        return parse_response({**self._head, "choices": [choice]})
+
+    def _delta(self, delta: Body) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        if reasoning := as_str(delta.get("reasoning_content")) or as_str(delta.get("reasoning")):
+            self._reasoning += reasoning
+            out.append(ThinkingDelta(reasoning))
+        if text := as_str(delta.get("content")):
+            self._text += text
+            out.append(TextDelta(text))
+        for raw in as_list(delta.get("tool_calls")):
+            piece = as_dict(raw)
+            function = as_dict(piece.get("function"))
+            index = as_int(piece.get("index"))
+            call = self._calls.get(index)
+            if call is None:
+                call = {"id": as_str(piece.get("id")), "function": {"name": "", "arguments": ""}}
+                self._calls[index] = call
+                out.append(ToolUseStarted(id=call["id"], name=as_str(function.get("name"))))
+            target = call["function"]
+            target["name"] += as_str(function.get("name"))
+            target["arguments"] += as_str(function.get("arguments"))
+        return out
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+
+class OpenAIModel(Model):
+    """A Chat Completions model through ``openai.AsyncOpenAI``, for OpenAI or a compatible server.
+
+    The API key and base URL come from the arguments, else from the dialect's
+    environment variables; a missing key fails here, before any request.
+    ``transport`` replaces the SDK (the emulator model uses it).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        dialect: ChatDialect = OPENAI,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        timeout: float = 600.0,
+        http_client: httpx2.AsyncClient | None = None,
+        transport: Transport | None = None,
+    ) -> None:
+        self._name = name
+        self.dialect = dialect
+        self.profile = dialect.profile()
+        self._retry = retry
+        self._transport = transport or _sdk_transport(
+            dialect, api_key, base_url, timeout, http_client
+        )
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        body = render_request(request, self.dialect)
+        return parse_response(await with_retries(self._retry, lambda: self._transport.send(body)))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        body = render_request(request, self.dialect, stream=True)
+        async for event in stream_with_retries(
+            self._retry,
+            lambda: self._transport.stream(body),
+            lambda: ChatStream(self.dialect.provider),
+        ):
+            yield event
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+
+def _sdk_transport(
+    dialect: ChatDialect,
+    api_key: str | None,
+    base_url: str | None,
+    timeout: float,
+    http_client: httpx2.AsyncClient | None,
+) -> Transport:
+    label = dialect.provider
+    if dialect.key_required:
+        key = require_key(api_key, label, *dialect.key_variables)
+    else:
+        key = api_key or next(filter(None, map(os.environ.get, dialect.key_variables)), "unused")
+    url = base_url or (dialect.base_url_variable and os.environ.get(dialect.base_url_variable))
+    try:
+        import httpx2
+        import openai
+    except ImportError as error:
+        raise missing_sdk("openai", "openai") from error
+    client = openai.AsyncOpenAI(
+        api_key=key,
+        base_url=url or dialect.default_base_url,
+        max_retries=0,
+        timeout=timeout,
+        http_client=http_client,
+    )
+    errors = SdkErrors(
+        provider=label,
+        key_variable=" or ".join(dialect.key_variables) or "api_key",
+        api_error=openai.APIError,
+        status_error=openai.APIStatusError,
+        connection_error=openai.APIConnectionError,
+        transport_error=httpx2.TransportError,
+    )
+    return SdkTransport(client.chat.completions.create, errors, client.close)
+
+
+def openai_model(name: str) -> OpenAIModel:
+    """``openai:<model>``."""
+    return OpenAIModel(name)
+
+
+__all__ = [
+    "OPENAI",
+    "ChatDialect",
+    "ChatStream",
+    "OpenAIModel",
+    "parse_response",
+    "parse_usage",
+    "render_request",
+]
