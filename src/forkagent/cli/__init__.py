@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .agents import agents_app
+from .agents import agents_command
 from .resume import resume_command
 from .run import run_command
 
@@ -15,7 +15,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.add_typer(agents_app, name="agents")
+app.command("agents")(agents_command)
 app.command("run")(run_command)
 app.command("resume")(resume_command)
 

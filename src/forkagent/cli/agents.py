@@ -12,10 +12,7 @@ from rich.table import Table
 
 from ..agents import AgentCatalog, AgentDefinition, LoadError, load_agents
 
-agents_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
-
-@agents_app.callback(invoke_without_command=True)
 def agents_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     project: Annotated[
