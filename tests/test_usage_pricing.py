@@ -39,7 +39,10 @@ def test_addition_sums_every_counter() -> None:
 
 def test_totals_and_cache_ratio() -> None:
     usage = Usage(
-        input_tokens=10, cache_read_tokens=80, cache_write_5m_tokens=6, cache_write_1h_tokens=4,
+        input_tokens=10,
+        cache_read_tokens=80,
+        cache_write_5m_tokens=6,
+        cache_write_1h_tokens=4,
         output_tokens=7,
     )
     assert usage.cache_write_tokens == 10

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .messages import JsonValue, Message, TextBlock
 
 Layer: TypeAlias = Literal["tools", "system", "messages"]
+_LAYER_ORDER: tuple[Layer, ...] = ("tools", "system", "messages")
 CacheTTL: TypeAlias = Literal["5m", "1h"]
 
 
@@ -157,7 +158,9 @@ def first_difference(before: ModelRequest, after: ModelRequest) -> Difference | 
                 (i for i, (x, y) in enumerate(zip(a.data, b.data, strict=False)) if x != y),
                 min(len(a.data), len(b.data)),
             )
-            return Difference(a.layer, index, a.label, offset, f"{a.label} differs at byte {offset}")
+            # A block added or removed shifts the next layer into place: blame the earlier layer.
+            at = min(a, b, key=lambda block: _LAYER_ORDER.index(block.layer))
+            return Difference(at.layer, index, at.label, offset, f"{at.label} differs at byte {offset}")
     if len(new) < len(old):
         missing = old[len(new)]
         return Difference(missing.layer, len(new), missing.label, 0, "request is shorter")

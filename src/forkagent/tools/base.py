@@ -11,6 +11,7 @@ from typing import Any, TypeAlias, get_args, get_type_hints
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic_core import to_json
 
 from ..errors import ToolError
 from ..messages import ImageBlock, JsonValue, TextBlock
@@ -131,7 +132,18 @@ class FunctionTool(Tool):
         result = self.function(**kwargs)
         if inspect.isawaitable(result):
             result = await result
-        return result if isinstance(result, str | list | tuple) else str(result)
+        return _as_output(result)
+
+
+def _as_output(result: Any) -> ToolOutput:
+    """Text and content blocks pass through; any other value becomes its JSON text."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, list | tuple) and all(
+        isinstance(b, TextBlock | ImageBlock) for b in result
+    ):
+        return result
+    return to_json(result, fallback=str).decode()
 
 
 def _summary(doc: docstring_parser.Docstring) -> str:

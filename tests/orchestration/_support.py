@@ -1,0 +1,73 @@
+"""Helpers shared by the orchestration tests (not a test module)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from forkagent import Agent
+from forkagent._orchestration.fork import is_fork_history
+from forkagent.events import AgentStarted, Event
+from forkagent.messages import AssistantMessage, Message, ToolResultBlock, UserMessage
+from forkagent.models import Model
+from forkagent.requests import ModelRequest
+
+
+def make_agent(model: Model, cwd: Path, **options: Any) -> Agent:
+    """An agent that reads no agent files and has only the tools the test gives it."""
+    options.setdefault("builtin_tools", False)
+    options.setdefault("subagents", False)
+    return Agent(model=model, cwd=cwd, load_agent_files=False, **options)
+
+
+class Events(list[Event]):
+    """A listener that keeps every event."""
+
+    def __call__(self, event: Event) -> None:
+        self.append(event)
+
+    def of(self, kind: type[Any]) -> list[Any]:
+        return [e for e in self if isinstance(e, kind)]
+
+    @property
+    def started(self) -> list[AgentStarted]:
+        return self.of(AgentStarted)
+
+
+def assert_consistent(messages: Sequence[Message]) -> None:
+    """Every tool call is answered in the very next message, and every result has a call."""
+    for index, message in enumerate(messages):
+        if isinstance(message, AssistantMessage) and message.tool_uses:
+            assert index + 1 < len(messages), f"message {index}: tool calls without results"
+            following = messages[index + 1]
+            assert isinstance(following, UserMessage)
+            answered = [r.tool_use_id for r in following.tool_results]
+            assert answered[: len(message.tool_uses)] == [u.id for u in message.tool_uses], (
+                f"message {index}: calls {[u.id for u in message.tool_uses]} answered {answered}"
+            )
+        if isinstance(message, UserMessage) and message.tool_results:
+            previous = messages[index - 1] if index else None
+            assert isinstance(previous, AssistantMessage)
+            ids = {u.id for u in previous.tool_uses}
+            assert all(r.tool_use_id in ids for r in message.tool_results)
+
+
+def results_by_id(messages: Sequence[Message]) -> dict[str, ToolResultBlock]:
+    return {
+        r.tool_use_id: r for m in messages if isinstance(m, UserMessage) for r in m.tool_results
+    }
+
+
+def is_child(request: ModelRequest) -> bool:
+    """A request sent by a fork child (its history holds the fork rules block)."""
+    return is_fork_history(request.messages)
+
+
+def last_text(request: ModelRequest) -> str:
+    """Text of the request's last message, tool results included."""
+    last = request.messages[-1]
+    parts = [last.text]
+    if isinstance(last, UserMessage):
+        parts += [r.text for r in last.tool_results]
+    return "\n".join(p for p in parts if p)
