@@ -27,6 +27,16 @@ _factories: dict[str, ModelFactory] = {}
 _lazy: dict[str, str] = {
     # prefix -> "module:function(model_name) -> Model"
     "test": "forkagent.models.function:test_model",
+    "anthropic": "forkagent.models.anthropic:anthropic_model",
+    "openai": "forkagent.models.openai:openai_model",
+    "dashscope": "forkagent.models.compat:dashscope_model",
+    "deepseek": "forkagent.models.compat:deepseek_model",
+    "vllm": "forkagent.models.compat:vllm_model",
+    "sglang": "forkagent.models.compat:sglang_model",
+    "llamacpp": "forkagent.models.compat:llamacpp_model",
+    "openai-compat": "forkagent.models.compat:openai_compat_model",
+    "gemini": "forkagent.models.gemini:gemini_model",
+    "emulator": "forkagent.models.emulator:emulator_model",
 }
 
 
