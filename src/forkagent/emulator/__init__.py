@@ -1,0 +1,38 @@
+"""A local emulator of the providers' wire formats and prompt-cache rules.
+
+``Emulator`` serves the Anthropic Messages, OpenAI Chat Completions (with the
+DashScope and DeepSeek cache profiles) and Gemini ``generateContent`` APIs,
+in process (``dispatch``) or over HTTP (``serve``), with the cache rules of
+``shared/design/CACHING.md``. See ``docs/emulator.md``.
+"""
+
+from .core import Emulator, EmulatorReply, default_emulator
+from .errors import EmulatedDisconnect
+from .faults import Fault, FaultPlan
+from .log import BreakpointOutcome, LogEntry, RequestLog
+from .policies import EmulatedRequest, Policy, Reply, ToolCall, default_policy
+from .profiles import CacheSettings
+from .server import RunningServer, serve
+from .timing import Latency, VirtualClock
+
+__all__ = [
+    "BreakpointOutcome",
+    "CacheSettings",
+    "EmulatedDisconnect",
+    "EmulatedRequest",
+    "Emulator",
+    "EmulatorReply",
+    "Fault",
+    "FaultPlan",
+    "Latency",
+    "LogEntry",
+    "Policy",
+    "Reply",
+    "RequestLog",
+    "RunningServer",
+    "ToolCall",
+    "VirtualClock",
+    "default_emulator",
+    "default_policy",
+    "serve",
+]

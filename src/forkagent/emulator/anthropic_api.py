@@ -1,0 +1,521 @@
+"""Anthropic Messages API: request parsing, the prompt-cache rules, responses.
+
+The cache key is a running hash over tools -> system -> messages, block by
+block, without the ``cache_control`` markers. ``speed`` is mixed in where the
+system level starts, and ``tool_choice``, ``thinking`` and the number of
+images where the messages level starts, so that changing them invalidates
+exactly the levels the provider documents.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+from ..usage import Usage
+from . import tokens
+from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, digest
+from .errors import ApiError, ErrorKind, invalid
+from .policies import EmulatedRequest
+from .profiles import anthropic_min_tokens
+from .wire import (
+    Call,
+    Json,
+    Output,
+    SseEvent,
+    Turn,
+    canonical,
+    conversation_key,
+    dumps,
+    optional,
+    require,
+)
+
+IMAGE_TOKENS = 1600
+"""Tokens billed per image (the real figure depends on its pixel size, about w*h/750)."""
+MAX_BREAKPOINTS = 4
+_TTLS = ("5m", "1h")
+_ERROR_TYPES: Mapping[ErrorKind, str] = {
+    "invalid_request": "invalid_request_error",
+    "authentication": "authentication_error",
+    "not_found": "not_found_error",
+    "rate_limit": "rate_limit_error",
+    "server": "api_error",
+    "overloaded": "overloaded_error",
+}
+_STOP = {"end": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens"}
+MODELS = ("claude-opus-4-5", "claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5")
+
+
+def error_body(error: ApiError, request_id: str) -> Json:
+    return {
+        "type": "error",
+        "error": {"type": _ERROR_TYPES[error.kind], "message": error.message},
+        "request_id": request_id,
+    }
+
+
+def models_body() -> Json:
+    data = [
+        {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
+        for m in MODELS
+    ]
+    return {"data": data, "has_more": False, "first_id": MODELS[0], "last_id": MODELS[-1]}
+
+
+@dataclass(frozen=True, slots=True)
+class _Fingerprint:
+    """What diagnostics compare between a request and a later one."""
+
+    model: bytes
+    tools: bytes
+    system: bytes
+    messages: tuple[bytes, ...]
+    settings: bytes
+    cached_tokens: int
+
+
+class AnthropicApi:
+    """State shared by all Anthropic requests of one emulator: cache and fingerprints."""
+
+    _FINGERPRINTS = 50_000
+
+    def __init__(self, cache: BlockCache) -> None:
+        self.cache = cache
+        self._fingerprints: OrderedDict[str, _Fingerprint] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def parse(self, call: Call) -> AnthropicTurn:
+        return AnthropicTurn(self, call)
+
+    def count_tokens(self, call: Call) -> Json:
+        prompt = _Prompt.parse(call.body, counting=True)
+        return {"input_tokens": sum(b.tokens for b in prompt.blocks)}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._fingerprints.clear()
+
+    def remember(self, message_id: str, fingerprint: _Fingerprint) -> None:
+        with self._lock:
+            self._fingerprints[message_id] = fingerprint
+            while len(self._fingerprints) > self._FINGERPRINTS:
+                self._fingerprints.popitem(last=False)
+
+    def recall(self, message_id: str) -> _Fingerprint | None:
+        with self._lock:
+            return self._fingerprints.get(message_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prompt:
+    """A Messages request laid out as the cache sees it."""
+
+    blocks: tuple[Block, ...]
+    seeds: Mapping[Layer, bytes]
+    model: str
+    speed: str | None
+
+    @classmethod
+    def parse(cls, body: Json, *, counting: bool = False) -> _Prompt:
+        model = require(body, "model", str)
+        messages = require(body, "messages", list)
+        if not messages and not counting:
+            raise invalid("messages: at least one message is required")
+        blocks = [*_tool_blocks(optional(body, "tools", list) or [])]
+        blocks += _system_blocks(body.get("system"))
+        images = 0
+        for m, message in enumerate(messages):
+            message_blocks = _message_blocks(m, message)
+            images += sum(_images(b) for b in _contents(message))
+            blocks += message_blocks
+        top = _mark(body.get("cache_control"), "cache_control")
+        found = sum(1 for b in blocks if b.ttl is not None) + (top is not None)
+        if found > MAX_BREAKPOINTS:
+            raise invalid(
+                f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+                f"Found {found}."
+            )
+        if top is not None and blocks:
+            last = blocks[-1]
+            blocks[-1] = Block(last.layer, last.label, last.content, last.tokens, last.ttl or top)
+        _check_ttl_order(blocks)
+        speed = optional(body, "speed", str)
+        seeds: dict[Layer, bytes] = {
+            "system": canonical({"speed": speed}),
+            "messages": canonical(
+                {
+                    "tool_choice": body.get("tool_choice"),
+                    "thinking": body.get("thinking"),
+                    "images": images,
+                }
+            ),
+        }
+        return cls(tuple(blocks), seeds, model, speed)
+
+    def fingerprint(self, cached_tokens: int) -> _Fingerprint:
+        layers: dict[str, list[bytes]] = {"tools": [], "system": [], "messages": []}
+        for block in self.blocks:
+            layers[block.layer].append(block.content)
+        running, messages = b"", []
+        for content in layers["messages"]:
+            running = digest(running, content)
+            messages.append(running)
+        return _Fingerprint(
+            model=canonical([self.model, self.speed]),
+            tools=digest(*layers["tools"]),
+            system=digest(*layers["system"]),
+            messages=tuple(messages),
+            settings=self.seeds["messages"],
+            cached_tokens=cached_tokens,
+        )
+
+
+def _tool_blocks(tools: list[Any]) -> list[Block]:
+    out = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise invalid(f"tools.{i}: Input should be a valid dictionary")
+        bare = {k: v for k, v in tool.items() if k != "cache_control"}
+        text = dumps(bare)
+        ttl = _mark(tool.get("cache_control"), f"tools.{i}.cache_control")
+        out.append(Block("tools", f"tools[{i}]", text.encode(), tokens.count(text), ttl))
+    return out
+
+
+def _system_blocks(system: Any) -> list[Block]:
+    if system is None or system == "":
+        return []
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    if not isinstance(system, list):
+        raise invalid("system: Input should be a valid string or list of text blocks")
+    return [_block("system", f"system[{i}]", None, b) for i, b in enumerate(system)]
+
+
+def _message_blocks(index: int, message: Any) -> list[Block]:
+    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+        raise invalid(f"messages.{index}: role must be 'user' or 'assistant'")
+    role = message["role"]
+    return [
+        _block("messages", f"messages[{index}].content[{j}]", role, b)
+        for j, b in enumerate(_contents(message))
+    ]
+
+
+def _contents(message: Json) -> list[Json]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+        raise invalid("messages: content must be a string or a list of content blocks")
+    return content
+
+
+def _block(layer: Layer, label: str, role: str | None, block: Any) -> Block:
+    if not isinstance(block, dict) or "type" not in block:
+        raise invalid(f"{label}: content blocks need a type")
+    bare = {k: v for k, v in block.items() if k != "cache_control"}
+    payload = {"role": role, **bare} if role else bare
+    ttl = _mark(block.get("cache_control"), f"{label}.cache_control")
+    return Block(layer, label, canonical(payload), _block_tokens(bare), ttl)
+
+
+def _block_tokens(block: Json) -> int:
+    kind = block.get("type")
+    if kind == "text":
+        return tokens.count(str(block.get("text", "")))
+    if kind == "image":
+        return IMAGE_TOKENS
+    if kind == "thinking":
+        return tokens.count(str(block.get("thinking", "")))
+    if kind == "tool_use":
+        return tokens.count(str(block.get("name", ""))) + tokens.count(dumps(block.get("input")))
+    if kind == "tool_result":
+        content = block.get("content", "")
+        if isinstance(content, list):
+            return sum(_block_tokens(b) for b in content if isinstance(b, dict))
+        return tokens.count(str(content))
+    return tokens.count(dumps(block))
+
+
+def _images(block: Json) -> int:
+    if block.get("type") == "image":
+        return 1
+    content = block.get("content")
+    if block.get("type") == "tool_result" and isinstance(content, list):
+        return sum(1 for b in content if isinstance(b, dict) and b.get("type") == "image")
+    return 0
+
+
+def _mark(value: Any, where: str) -> str | None:
+    """The TTL a ``cache_control`` value asks for, or None without one."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") != "ephemeral":
+        raise invalid(f"{where}: type must be 'ephemeral'")
+    ttl = value.get("ttl", "5m")
+    if ttl not in _TTLS:
+        raise invalid(f"{where}.ttl: Input should be '5m' or '1h'")
+    return str(ttl)
+
+
+def _check_ttl_order(blocks: list[Block]) -> None:
+    ttls = [b.ttl for b in blocks if b.ttl is not None]
+    if any(a == "5m" and b == "1h" for a, b in pairwise(ttls)):
+        raise invalid(
+            "a cache_control block with ttl='1h' cannot come after one with ttl='5m': "
+            "longer TTLs must come first"
+        )
+
+
+class AnthropicTurn(Turn):
+    """One ``POST /v1/messages``."""
+
+    route = "/v1/messages"
+    profile = "anthropic"
+    id_prefix = "msg_emu"
+    call_prefix = "toolu_emu"
+
+    def __init__(self, api: AnthropicApi, call: Call) -> None:
+        body = call.body
+        self._api = api
+        self._prompt = _Prompt.parse(body)
+        self.model = self._prompt.model
+        max_tokens: int = require(body, "max_tokens", int)
+        self.max_tokens = max_tokens
+        self.stream = bool(body.get("stream", False))
+        thinking = optional(body, "thinking", dict) or {}
+        self.with_thinking = thinking.get("type") in ("enabled", "adaptive")
+        self._check_prewarm(body, max_tokens)
+        diagnostics = optional(body, "diagnostics", dict)
+        self._previous: str | None = diagnostics.get("previous_message_id") if diagnostics else None
+        self._wants_diagnostics = diagnostics is not None
+        self._diagnosis: Json | None = None
+        self.request = self._view(call)
+
+    def _check_prewarm(self, body: Json, max_tokens: int) -> None:
+        if max_tokens < 0:
+            raise invalid("max_tokens: Input should be greater than or equal to 0")
+        if max_tokens != 0:
+            return
+        choice = body.get("tool_choice") or {}
+        if self.stream:
+            raise invalid("max_tokens: 0 (cache pre-warming) cannot be used with stream")
+        if self.with_thinking:
+            raise invalid("max_tokens: 0 (cache pre-warming) cannot be used with thinking")
+        if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+            raise invalid(
+                "max_tokens: 0 (cache pre-warming) cannot be used with a forced tool_choice"
+            )
+        if body.get("output_config") or body.get("output_format"):
+            raise invalid(
+                "max_tokens: 0 (cache pre-warming) cannot be used with structured outputs"
+            )
+
+    def _view(self, call: Call) -> EmulatedRequest:
+        messages = call.body["messages"]
+        system = call.body.get("system") or ""
+        system_text = (
+            system
+            if isinstance(system, str)
+            else "".join(b.get("text", "") for b in system if isinstance(b, dict))
+        )
+        first_user: Json = next((m for m in messages if m.get("role") == "user"), {})
+        last = messages[-1] if messages[-1].get("role") == "user" else {}
+        return EmulatedRequest(
+            provider="anthropic",
+            model=self.model,
+            system=system_text,
+            last_user_text=_text_of(last),
+            tool_names=tuple(
+                str(t.get("name", "")) for t in call.body.get("tools") or [] if isinstance(t, dict)
+            ),
+            message_count=len(messages),
+            conversation=conversation_key(
+                call.headers, self.model, system_text, _text_of(first_user)
+            ),
+            body=call.body,
+        )
+
+    def account(self, now: float, writer: int, message_id: str) -> CacheResult:
+        rules = BlockRules(min_tokens=anthropic_min_tokens(self.model))
+        prompt = self._prompt
+        result = self._api.cache.evaluate(
+            self.model, prompt.blocks, prompt.seeds, rules, now=now, writer=writer
+        )
+        fingerprint = prompt.fingerprint(result.cached_prefix_tokens)
+        if self._wants_diagnostics:
+            self._diagnosis = self._diagnose(fingerprint, result)
+        self._api.remember(message_id, fingerprint)
+        return result
+
+    def _diagnose(self, now: _Fingerprint, result: CacheResult) -> Json | None:
+        """``diagnostics`` of the response: null when the prefix was kept."""
+        if self._previous is None:
+            return None
+        before = self._api.recall(self._previous)
+        if before is None:
+            return {"cache_miss_reason": {"type": "previous_message_not_found"}}
+        missed = max(0, before.cached_tokens - result.read_tokens)
+        reason: str | None = None
+        if now.model != before.model:
+            reason = "model_changed"
+        elif now.tools != before.tools:
+            reason = "tools_changed"
+        elif now.system != before.system:
+            reason = "system_changed"
+        elif not _extends(now.messages, before.messages):
+            reason = "messages_changed"
+        elif now.settings != before.settings:
+            return {"cache_miss_reason": {"type": "unavailable"}}
+        if reason is None:
+            return None
+        return {"cache_miss_reason": {"type": reason, "cache_missed_input_tokens": missed}}
+
+    def usage(self, result: CacheResult, output: Output) -> Usage:
+        return Usage(
+            input_tokens=result.total_tokens - result.cached_prefix_tokens,
+            output_tokens=output.output_tokens,
+            cache_read_tokens=result.read_tokens,
+            cache_write_5m_tokens=result.written.get("5m", 0),
+            cache_write_1h_tokens=result.written.get("1h", 0),
+            requests=1,
+        )
+
+    def _usage_json(self, result: CacheResult, output_tokens: int) -> Json:
+        return {
+            "input_tokens": result.total_tokens - result.cached_prefix_tokens,
+            "cache_creation_input_tokens": result.written_tokens,
+            "cache_read_input_tokens": result.read_tokens,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": result.written.get("5m", 0),
+                "ephemeral_1h_input_tokens": result.written.get("1h", 0),
+            },
+            "output_tokens": output_tokens,
+            "service_tier": "standard",
+        }
+
+    def _message(self, message_id: str, content: list[Json], stop: str | None) -> Json:
+        message: Json = {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+        }
+        if self._wants_diagnostics:
+            message["diagnostics"] = self._diagnosis
+        return message
+
+    def render(self, message_id: str, result: CacheResult, output: Output) -> Json:
+        content: list[Json] = []
+        if output.thinking:
+            content.append(_thinking(output.thinking))
+        if output.text:
+            content.append({"type": "text", "text": output.text})
+        content += [
+            {"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.input)}
+            for c in output.tool_calls
+        ]
+        message = self._message(message_id, content, _STOP[output.stop])
+        message["usage"] = self._usage_json(result, output.output_tokens)
+        return message
+
+    def events(self, message_id: str, result: CacheResult, output: Output) -> list[SseEvent]:
+        start = self._message(message_id, [], None)
+        start["usage"] = self._usage_json(result, 1)
+        events = [
+            SseEvent({"type": "message_start", "message": start}, "message_start"),
+            SseEvent({"type": "ping"}, "ping"),
+        ]
+        index = 0
+        if output.thinking:
+            thinking = _thinking(output.thinking)
+            deltas = [
+                {"type": "thinking_delta", "thinking": p} for p in tokens.pieces(output.thinking)
+            ]
+            deltas.append({"type": "signature_delta", "signature": thinking["signature"]})
+            events += _block_events(index, {**thinking, "thinking": "", "signature": ""}, deltas)
+            index += 1
+        if output.text:
+            deltas = [{"type": "text_delta", "text": p} for p in tokens.pieces(output.text)]
+            events += _block_events(index, {"type": "text", "text": ""}, deltas)
+            index += 1
+        for c in output.tool_calls:
+            start_block = {"type": "tool_use", "id": c.id, "name": c.name, "input": {}}
+            deltas = [
+                {"type": "input_json_delta", "partial_json": p} for p in _json_pieces(c.arguments)
+            ]
+            events += _block_events(index, start_block, deltas)
+            index += 1
+        final = self._usage_json(result, output.output_tokens)
+        del final["cache_creation"], final["service_tier"]
+        events.append(
+            SseEvent(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": _STOP[output.stop], "stop_sequence": None},
+                    "usage": final,
+                },
+                "message_delta",
+            )
+        )
+        events.append(SseEvent({"type": "message_stop"}, "message_stop"))
+        return events
+
+
+def _block_events(index: int, block: Json, deltas: list[Json]) -> list[SseEvent]:
+    events = [
+        SseEvent(
+            {"type": "content_block_start", "index": index, "content_block": block},
+            "content_block_start",
+        )
+    ]
+    events += [
+        SseEvent(
+            {"type": "content_block_delta", "index": index, "delta": d},
+            "content_block_delta",
+            tokens=_delta_tokens(d),
+        )
+        for d in deltas
+    ]
+    events.append(SseEvent({"type": "content_block_stop", "index": index}, "content_block_stop"))
+    return events
+
+
+def _delta_tokens(delta: Json) -> int:
+    text = delta.get("text") or delta.get("thinking") or delta.get("partial_json") or ""
+    return tokens.count(str(text))
+
+
+def _json_pieces(arguments: str, size: int = 24) -> list[str]:
+    return [arguments[i : i + size] for i in range(0, len(arguments), size)] or ["{}"]
+
+
+def _thinking(text: str) -> Json:
+    signature = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+    return {"type": "thinking", "thinking": text, "signature": signature}
+
+
+def _text_of(message: Json) -> str:
+    content = message.get("content", "")
+    if isinstance(content, str):
+        return content
+    return "".join(
+        str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"
+    )
+
+
+def _extends(longer: tuple[bytes, ...], prefix: tuple[bytes, ...]) -> bool:
+    if len(longer) < len(prefix):
+        return False
+    return not prefix or longer[len(prefix) - 1] == prefix[-1]

@@ -1,0 +1,455 @@
+"""Prompt-cache engines: block breakpoints (Anthropic, DashScope explicit) and
+automatic token prefixes (OpenAI, DeepSeek, DashScope implicit, Gemini).
+
+Both keep their entries in an ``EntryStore``. A request that writes an entry
+reserves it *pending*; the entry becomes readable only when the caller
+publishes it, at the moment the provider's rule says (the response begins,
+the response ends, or some time after). A request that dies before that
+abandons its pending entries. Lifetimes are measured from the start of the
+request that wrote or last read an entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from .log import BreakpointOutcome, MissReason
+
+Layer: TypeAlias = Literal["tools", "system", "messages"]
+Probe: TypeAlias = Literal["hit", "pending", "expired", "absent"]
+
+LAYERS: tuple[Layer, ...] = ("tools", "system", "messages")
+TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}
+
+
+def digest(*parts: bytes) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        h.update(part)
+    return h.digest()
+
+
+@dataclass(slots=True)
+class _Entry:
+    ttl: float
+    expires_at: float
+    visible_at: float | None
+    writers: set[int]
+
+
+class EntryStore:
+    """Cache entries by key, with pending writes and TTLs; thread-safe."""
+
+    _PURGE_EVERY = 4096
+
+    def __init__(self) -> None:
+        self._entries: dict[bytes, _Entry] = {}
+        self._pending: dict[int, list[bytes]] = {}
+        self._lock = threading.RLock()
+        self._writes = 0
+
+    def probe(self, key: bytes, now: float) -> Probe:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return "absent"
+            if now >= entry.expires_at:
+                return "expired"
+            if entry.visible_at is None or entry.visible_at > now:
+                return "pending"
+            return "hit"
+
+    def read(self, key: bytes, now: float, ttl: float) -> None:
+        """Refresh an entry's lifetime from ``now`` (reads are free refreshes)."""
+        with self._lock:
+            entry = self._entries[key]
+            entry.ttl = max(entry.ttl, ttl)
+            entry.expires_at = max(entry.expires_at, now + entry.ttl)
+
+    def write(self, key: bytes, now: float, ttl: float, writer: int) -> None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or now >= entry.expires_at:
+                self._entries[key] = _Entry(ttl, now + ttl, None, {writer})
+            else:
+                entry.writers.add(writer)
+                entry.ttl = max(entry.ttl, ttl)
+                entry.expires_at = max(entry.expires_at, now + ttl)
+            self._pending.setdefault(writer, []).append(key)
+            self._writes += 1
+            if self._writes % self._PURGE_EVERY == 0:
+                self._purge(now)
+
+    def publish(self, writer: int, at: float) -> None:
+        """Make ``writer``'s entries readable from time ``at`` on."""
+        with self._lock:
+            for key in self._pending.pop(writer, ()):
+                entry = self._entries.get(key)
+                if entry is None:
+                    continue
+                entry.writers.discard(writer)
+                if entry.visible_at is None or entry.visible_at > at:
+                    entry.visible_at = at
+
+    def abandon(self, writer: int) -> None:
+        """Drop ``writer``'s pending entries that nobody else is writing."""
+        with self._lock:
+            for key in self._pending.pop(writer, ()):
+                entry = self._entries.get(key)
+                if entry is None:
+                    continue
+                entry.writers.discard(writer)
+                if entry.visible_at is None and not entry.writers:
+                    del self._entries[key]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._pending.clear()
+
+    def _purge(self, now: float) -> None:
+        expired = [k for k, e in self._entries.items() if now >= e.expires_at and not e.writers]
+        for key in expired:
+            del self._entries[key]
+
+
+class _SeenIndex:
+    """Every prefix key any request of a namespace has sent: explains misses."""
+
+    def __init__(self) -> None:
+        self._keys: set[bytes] = set()
+        self._namespaces: set[bytes] = set()
+        self._lock = threading.Lock()
+
+    def first_unseen(self, keys: Sequence[bytes], upto: int) -> int | None:
+        with self._lock:
+            return next((p for p in range(upto + 1) if keys[p] not in self._keys), None)
+
+    def is_cold(self, namespace: bytes) -> bool:
+        with self._lock:
+            return namespace not in self._namespaces
+
+    def add(self, namespace: bytes, keys: Sequence[bytes]) -> None:
+        with self._lock:
+            self._namespaces.add(namespace)
+            self._keys.update(keys)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._keys.clear()
+            self._namespaces.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class _Prefixes:
+    """Running keys of a prompt at its candidate positions, with their labels."""
+
+    namespace: bytes
+    keys: Sequence[bytes]
+    tokens: Sequence[int]
+    """Prefix tokens up to and including each position."""
+    labels: Sequence[str]
+    layers: Sequence[str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheResult:
+    """What the cache did for one request."""
+
+    total_tokens: int
+    read_tokens: int = 0
+    written: Mapping[str, int] = field(default_factory=dict)
+    """Tokens written, by TTL name."""
+    cached_prefix_tokens: int = 0
+    """Tokens up to the last breakpoint that could be cached (Anthropic's ``input_tokens`` boundary)."""
+    outcomes: tuple[BreakpointOutcome, ...] = ()
+
+    @property
+    def written_tokens(self) -> int:
+        return sum(self.written.values())
+
+    @property
+    def uncached_tokens(self) -> int:
+        return self.total_tokens - self.read_tokens - self.written_tokens
+
+
+class _Engine:
+    def __init__(self) -> None:
+        self.store = EntryStore()
+        self.seen = _SeenIndex()
+
+    def clear(self) -> None:
+        self.store.clear()
+        self.seen.clear()
+
+    def _reason(
+        self,
+        prefixes: _Prefixes,
+        window: range,
+        position: int,
+        read: int,
+        now: float,
+    ) -> tuple[MissReason | None, str | None]:
+        """Why position ``position`` was read only up to ``read`` (-1: nothing)."""
+        above = [p for p in window if p > read]
+        probes = {self.store.probe(prefixes.keys[p], now) for p in above}
+        if "pending" in probes:
+            return "not_yet_visible", None
+        if "expired" in probes:
+            return "expired", None
+        below = range(read + 1, window.start)
+        if any(self.store.probe(prefixes.keys[p], now) == "hit" for p in below):
+            return "beyond_lookback", None
+        if self.seen.is_cold(prefixes.namespace):
+            return "cold", None
+        unseen = self.seen.first_unseen(prefixes.keys, position)
+        if unseen is None:
+            return "not_written", None
+        if unseen == read + 1 and unseen > 0:
+            return None, None
+        return "prefix_changed", prefixes.labels[unseen]
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One cacheable block of a prompt, as its provider hashes it."""
+
+    layer: Layer
+    label: str
+    content: bytes
+    """Canonical bytes of the block without its ``cache_control`` marker."""
+    tokens: int
+    ttl: str | None = None
+    """The TTL name of the breakpoint on this block, if it carries one."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRules:
+    min_tokens: int
+    lookback: int = 20
+    max_breakpoints: int = 4
+    """Only the last this many breakpoints count (callers reject more where the API does)."""
+
+
+class BlockCache(_Engine):
+    """Explicit breakpoints over a running hash of blocks (Anthropic's model).
+
+    ``seeds`` are mixed into the running hash on entering a layer, so a
+    change in them invalidates that layer and everything after it (Anthropic:
+    ``tool_choice``, thinking and images at the messages level).
+    """
+
+    def evaluate(
+        self,
+        namespace: str,
+        blocks: Sequence[Block],
+        seeds: Mapping[Layer, bytes],
+        rules: BlockRules,
+        *,
+        now: float,
+        writer: int,
+        extra_tokens: int = 0,
+    ) -> CacheResult:
+        prefixes = self._prefixes(namespace, blocks, seeds)
+        total = (prefixes.tokens[-1] if blocks else 0) + extra_tokens
+        marks = [i for i, b in enumerate(blocks) if b.ttl is not None][-rules.max_breakpoints :]
+        hits = {i: self._lookup(prefixes, i, rules, now) for i in marks}
+        read = max(hits.values(), default=-1)
+        outcomes: list[BreakpointOutcome] = []
+        written: dict[str, int] = {}
+        covered = prefixes.tokens[read] if read >= 0 else 0
+        cached_end = 0
+        writes: list[tuple[bytes, float]] = []
+        for i in marks:
+            ttl_name = blocks[i].ttl or "5m"
+            prefix = prefixes.tokens[i]
+            window = range(max(0, i - rules.lookback + 1), i + 1)
+            outcome_read, wrote = min(prefix, covered), 0
+            reason: MissReason | None = None
+            changed: str | None = None
+            if prefix < rules.min_tokens:
+                outcome_read, reason = 0, "below_minimum"
+            else:
+                cached_end = prefix
+                if hits[i] >= 0:
+                    self.store.read(prefixes.keys[hits[i]], now, TTL_SECONDS[ttl_name])
+                if i > read:
+                    wrote = prefix - covered - sum(written.values())
+                    written[ttl_name] = written.get(ttl_name, 0) + wrote
+                    writes.append((prefixes.keys[i], TTL_SECONDS[ttl_name]))
+                    reason, changed = self._reason(prefixes, window, i, read, now)
+            outcomes.append(
+                BreakpointOutcome(
+                    position=i,
+                    label=blocks[i].label,
+                    layer=blocks[i].layer,
+                    ttl=ttl_name,
+                    prefix_tokens=prefix,
+                    read_tokens=outcome_read,
+                    written_tokens=wrote,
+                    reason=reason,
+                    changed_at=changed,
+                )
+            )
+        for key, ttl in writes:
+            self.store.write(key, now, ttl, writer)
+        self.seen.add(prefixes.namespace, prefixes.keys)
+        return CacheResult(
+            total_tokens=total,
+            read_tokens=covered,
+            written=written,
+            cached_prefix_tokens=cached_end,
+            outcomes=tuple(outcomes),
+        )
+
+    def layer_keys(
+        self, namespace: str, blocks: Sequence[Block], seeds: Mapping[Layer, bytes]
+    ) -> Sequence[bytes]:
+        return self._prefixes(namespace, blocks, seeds).keys
+
+    def _lookup(self, prefixes: _Prefixes, position: int, rules: BlockRules, now: float) -> int:
+        """The latest hit within the lookback window of a breakpoint, or -1."""
+        if prefixes.tokens[position] < rules.min_tokens:
+            return -1
+        stop = max(-1, position - rules.lookback)
+        for p in range(position, stop, -1):
+            if self.store.probe(prefixes.keys[p], now) == "hit":
+                return p
+        return -1
+
+    @staticmethod
+    def _prefixes(
+        namespace: str, blocks: Sequence[Block], seeds: Mapping[Layer, bytes]
+    ) -> _Prefixes:
+        ns = digest(b"blocks\0", namespace.encode())
+        running, level = ns, -1
+        keys: list[bytes] = []
+        tokens: list[int] = []
+        total = 0
+        for block in blocks:
+            entering = LAYERS.index(block.layer)
+            mixed = b"".join(seeds.get(LAYERS[n], b"") for n in range(level + 1, entering + 1))
+            level = max(level, entering)
+            running = digest(running, mixed, block.content)
+            total += block.tokens
+            keys.append(running)
+            tokens.append(total)
+        return _Prefixes(
+            namespace=ns,
+            keys=keys,
+            tokens=tokens,
+            labels=[b.label for b in blocks],
+            layers=[b.layer for b in blocks],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixRules:
+    """Automatic caching of token prefixes in fixed units, from ``min_tokens`` on."""
+
+    min_tokens: int
+    unit: int
+    ttl: float
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A stretch of the prompt's tokens with a label for the log (``messages[2]``)."""
+
+    label: str
+    layer: str
+    tokens: tuple[int, ...]
+
+
+class PrefixCache(_Engine):
+    """Automatic prefix caching: every unit boundary of a prompt is an entry."""
+
+    def evaluate(
+        self,
+        namespace: str,
+        segments: Sequence[Segment],
+        rules: PrefixRules,
+        *,
+        now: float,
+        writer: int,
+    ) -> CacheResult:
+        prefixes = self._prefixes(namespace, segments, rules)
+        total = sum(len(s.tokens) for s in segments)
+        if not prefixes.keys:
+            outcome = BreakpointOutcome(
+                position=total,
+                label="prefix",
+                layer=None,
+                ttl=None,
+                prefix_tokens=total,
+                read_tokens=0,
+                written_tokens=0,
+                reason="below_minimum",
+            )
+            return CacheResult(total_tokens=total, outcomes=(outcome,))
+        last = len(prefixes.keys) - 1
+        read = next(
+            (p for p in range(last, -1, -1) if self.store.probe(prefixes.keys[p], now) == "hit"),
+            -1,
+        )
+        for p in range(read + 1):
+            self.store.read(prefixes.keys[p], now, rules.ttl)
+        reason, changed = (None, None)
+        if read < last:
+            reason, changed = self._reason(prefixes, range(last + 1), last, read, now)
+        for p in range(read + 1, last + 1):
+            self.store.write(prefixes.keys[p], now, rules.ttl, writer)
+        read_tokens = prefixes.tokens[read] if read >= 0 else 0
+        written = prefixes.tokens[last] - read_tokens
+        self.seen.add(prefixes.namespace, prefixes.keys)
+        outcome = BreakpointOutcome(
+            position=total,
+            label="prefix",
+            layer=None,
+            ttl=None,
+            prefix_tokens=prefixes.tokens[last],
+            read_tokens=read_tokens,
+            written_tokens=written,
+            reason=reason,
+            changed_at=changed,
+        )
+        return CacheResult(
+            total_tokens=total,
+            read_tokens=read_tokens,
+            written={"default": written} if written else {},
+            cached_prefix_tokens=prefixes.tokens[last],
+            outcomes=(outcome,),
+        )
+
+    @staticmethod
+    def _prefixes(namespace: str, segments: Sequence[Segment], rules: PrefixRules) -> _Prefixes:
+        ns = digest(b"prefix\0", namespace.encode())
+        flat: list[int] = []
+        owners: list[int] = []
+        for index, segment in enumerate(segments):
+            flat.extend(segment.tokens)
+            owners.extend([index] * len(segment.tokens))
+        data = array("I", flat).tobytes()
+        running = hashlib.blake2b(ns, digest_size=16)
+        first = -(-rules.min_tokens // rules.unit) * rules.unit
+        keys: list[bytes] = []
+        ends: list[int] = []
+        start = 0
+        for end in range(max(first, rules.unit), len(flat) + 1, rules.unit):
+            running.update(data[start * 4 : end * 4])
+            keys.append(running.copy().digest())
+            ends.append(end)
+            start = end
+        owner = [segments[owners[end - 1]] for end in ends]
+        return _Prefixes(
+            namespace=ns,
+            keys=keys,
+            tokens=ends,
+            labels=[f"{s.label} (token {end})" for s, end in zip(owner, ends, strict=True)],
+            layers=[s.layer for s in owner],
+        )

@@ -1,0 +1,408 @@
+"""OpenAI Chat Completions and the compatible providers' cache rules.
+
+The model id picks the rules: OpenAI's automatic prefix cache (1024 tokens,
+then 128-token steps, routed by ``prompt_cache_key`` and the first 256
+tokens), DashScope for ``qwen*`` (explicit ``cache_control`` blocks or the
+implicit cache), DeepSeek for ``deepseek*`` (64-token units from token 0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..usage import Usage
+from . import tokens
+from .cache import (
+    Block,
+    BlockCache,
+    BlockRules,
+    CacheResult,
+    Layer,
+    PrefixCache,
+    PrefixRules,
+    Segment,
+)
+from .errors import ApiError, ErrorKind, invalid
+from .policies import EmulatedRequest
+from .profiles import CacheSettings, chat_profile
+from .wire import (
+    Call,
+    Json,
+    Output,
+    SseEvent,
+    Turn,
+    canonical,
+    conversation_key,
+    dumps,
+    optional,
+    require,
+)
+
+OPENAI_RULES = (1024, 128)
+DASHSCOPE_EXPLICIT = BlockRules(min_tokens=1024, lookback=20, max_breakpoints=4)
+DASHSCOPE_IMPLICIT = (256, 64)
+DEEPSEEK_UNIT = 64
+ROUTING_TOKENS = 256
+MODELS = ("gpt-5", "gpt-4.1", "gpt-4o", "qwen-plus", "qwen-max", "deepseek-chat")
+
+_ROLES = ("system", "developer", "user", "assistant", "tool")
+_ERRORS: Mapping[ErrorKind, tuple[str, str | None]] = {
+    "invalid_request": ("invalid_request_error", None),
+    "authentication": ("invalid_request_error", "invalid_api_key"),
+    "not_found": ("invalid_request_error", "not_found"),
+    "rate_limit": ("requests", "rate_limit_exceeded"),
+    "server": ("server_error", None),
+    "overloaded": ("server_error", "overloaded"),
+}
+_FINISH = {"end": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+
+
+def error_status(error: ApiError) -> int:
+    """OpenAI has no 529: an overloaded engine answers 503."""
+    return 503 if error.kind == "overloaded" else error.status
+
+
+def error_body(error: ApiError) -> Json:
+    kind, code = _ERRORS[error.kind]
+    return {"error": {"message": error.message, "type": kind, "param": None, "code": code}}
+
+
+def models_body() -> Json:
+    data = [
+        {"id": m, "object": "model", "created": 1_735_689_600, "owned_by": "emulator"}
+        for m in MODELS
+    ]
+    return {"object": "list", "data": data}
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One cacheable content part with its tokens (both engines see the same ones)."""
+
+    layer: Layer
+    label: str
+    content: bytes
+    tokens: tuple[int, ...]
+    ttl: str | None
+
+
+class ChatApi:
+    """State of the OpenAI-compatible routes: caches and OpenAI's request routing."""
+
+    def __init__(self, blocks: BlockCache, prefixes: PrefixCache, settings: CacheSettings) -> None:
+        self.blocks = blocks
+        self.prefixes = prefixes
+        self.settings = settings
+        self._routes: dict[bytes, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def parse(self, call: Call) -> ChatTurn:
+        return ChatTurn(self, call)
+
+    def replica(self, route: bytes, now: float) -> int:
+        """Which cache machine a route lands on: overflow past N requests a minute."""
+        limit = self.settings.openai_requests_per_minute
+        if limit is None:
+            return 0
+        with self._lock:
+            recent = self._routes.setdefault(route, deque())
+            while recent and recent[0] <= now - 60.0:
+                recent.popleft()
+            recent.append(now)
+            return (len(recent) - 1) // limit
+
+    def clear(self) -> None:
+        with self._lock:
+            self._routes.clear()
+
+
+class ChatTurn(Turn):
+    """One ``POST /v1/chat/completions``."""
+
+    route = "/v1/chat/completions"
+    id_prefix = "chatcmpl-emu"
+    call_prefix = "call_emu"
+
+    def __init__(self, api: ChatApi, call: Call) -> None:
+        body = call.body
+        self._api = api
+        self._body = body
+        self.model = require(body, "model", str)
+        messages = require(body, "messages", list)
+        if not messages:
+            raise invalid("messages: at least one message is required")
+        _check_messages(messages)
+        self.profile = chat_profile(self.model)
+        limit = optional(body, "max_completion_tokens", int)
+        self.max_tokens = limit if limit is not None else optional(body, "max_tokens", int)
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise invalid("max_tokens: must be at least 1")
+        self.stream = bool(body.get("stream", False))
+        options = optional(body, "stream_options", dict) or {}
+        self._include_usage = bool(options.get("include_usage"))
+        self.with_thinking = self.profile != "openai" or "reasoning_effort" in body
+        self._parts = _parts(body, messages)
+        self._explicit = self.profile == "dashscope" and any(p.ttl for p in self._parts)
+        if self.profile != "openai":
+            self.visibility = "end"
+        if self.profile == "deepseek":
+            self.visible_delay = api.settings.deepseek_build_delay
+        self._created = int(time.time())
+        self.request = _view(call, self.model, messages)
+
+    def account(self, now: float, writer: int, message_id: str) -> CacheResult:
+        if self._explicit:
+            blocks = [Block(p.layer, p.label, p.content, len(p.tokens), p.ttl) for p in self._parts]
+            namespace = f"dashscope\0{self.model}"
+            return self._api.blocks.evaluate(
+                namespace, blocks, {}, DASHSCOPE_EXPLICIT, now=now, writer=writer
+            )
+        segments = [Segment(p.label, p.layer, p.tokens) for p in self._parts]
+        namespace, rules = self._prefix_rules(segments, now)
+        return self._api.prefixes.evaluate(namespace, segments, rules, now=now, writer=writer)
+
+    def _prefix_rules(self, segments: list[Segment], now: float) -> tuple[str, PrefixRules]:
+        settings = self._api.settings
+        if self.profile == "deepseek":
+            rules = PrefixRules(DEEPSEEK_UNIT, DEEPSEEK_UNIT, settings.deepseek_ttl)
+            return f"deepseek\0{self.model}", rules
+        if self.profile == "dashscope":
+            minimum, unit = DASHSCOPE_IMPLICIT
+            return f"dashscope-implicit\0{self.model}", PrefixRules(
+                minimum, unit, settings.dashscope_implicit_ttl
+            )
+        head = [t for s in segments for t in s.tokens][:ROUTING_TOKENS]
+        key = str(self._body.get("prompt_cache_key") or "")
+        route = hashlib.sha256(canonical([self.model, key, head])).digest()
+        replica = self._api.replica(route, now)
+        minimum, unit = OPENAI_RULES
+        return f"openai\0{self.model}\0{route.hex()}\0{replica}", PrefixRules(
+            minimum, unit, self._openai_ttl()
+        )
+
+    def _openai_ttl(self) -> float:
+        settings = self._api.settings
+        if self._body.get("prompt_cache_retention") == "24h":
+            return settings.openai_extended_ttl
+        options = self._body.get("prompt_cache_options") or {}
+        if isinstance(options, dict) and options.get("ttl") == "30m":
+            return max(settings.openai_ttl, 1800.0)
+        return settings.openai_ttl
+
+    def usage(self, result: CacheResult, output: Output) -> Usage:
+        written = result.written_tokens if self._explicit else 0
+        return Usage(
+            input_tokens=result.total_tokens - result.read_tokens - written,
+            output_tokens=output.output_tokens,
+            cache_read_tokens=result.read_tokens,
+            cache_write_5m_tokens=written,
+            requests=1,
+        )
+
+    def _usage_json(self, result: CacheResult, output: Output) -> Json:
+        read = result.read_tokens
+        details: Json = {"cached_tokens": read}
+        usage: Json = {
+            "prompt_tokens": result.total_tokens,
+            "completion_tokens": output.output_tokens,
+            "total_tokens": result.total_tokens + output.output_tokens,
+        }
+        if self.profile == "openai":
+            details["audio_tokens"] = 0
+        if self._explicit:
+            written = result.written_tokens
+            details["cache_creation_input_tokens"] = written
+            details["cache_creation"] = {"ephemeral_5m_input_tokens": written}
+            details["cache_type"] = "ephemeral"
+        if self.profile == "deepseek":
+            usage["prompt_cache_hit_tokens"] = read
+            usage["prompt_cache_miss_tokens"] = result.total_tokens - read
+        usage["prompt_tokens_details"] = details
+        usage["completion_tokens_details"] = {"reasoning_tokens": output.thinking_tokens}
+        return usage
+
+    def _head(self, message_id: str, kind: str) -> Json:
+        return {"id": message_id, "object": kind, "created": self._created, "model": self.model}
+
+    def render(self, message_id: str, result: CacheResult, output: Output) -> Json:
+        message: Json = {"role": "assistant", "content": output.text or None, "refusal": None}
+        if output.thinking and self.profile != "openai":
+            message["reasoning_content"] = output.thinking
+        if output.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in output.tool_calls
+            ]
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": _FINISH[output.stop],
+        }
+        body = self._head(message_id, "chat.completion")
+        body |= {"choices": [choice], "usage": self._usage_json(result, output)}
+        body["system_fingerprint"] = "fp_emulator"
+        return body
+
+    def events(self, message_id: str, result: CacheResult, output: Output) -> list[SseEvent]:
+        deltas: list[tuple[Json, int]] = [({"role": "assistant", "content": ""}, 0)]
+        if output.thinking and self.profile != "openai":
+            deltas += [
+                ({"reasoning_content": p}, tokens.count(p)) for p in tokens.pieces(output.thinking)
+            ]
+        deltas += [({"content": p}, tokens.count(p)) for p in tokens.pieces(output.text)]
+        for index, c in enumerate(output.tool_calls):
+            opening = {
+                "index": index,
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": ""},
+            }
+            deltas.append(({"tool_calls": [opening]}, tokens.count(c.name)))
+            deltas.append(
+                (
+                    {"tool_calls": [{"index": index, "function": {"arguments": c.arguments}}]},
+                    tokens.count(c.arguments),
+                )
+            )
+        events = [self._chunk(message_id, delta, None, weight) for delta, weight in deltas]
+        events.append(self._chunk(message_id, {}, _FINISH[output.stop], 0))
+        if self._include_usage:
+            last = self._head(message_id, "chat.completion.chunk")
+            last |= {"choices": [], "usage": self._usage_json(result, output)}
+            events.append(SseEvent(last))
+        events.append(SseEvent("[DONE]"))
+        return events
+
+    def _chunk(self, message_id: str, delta: Json, finish: str | None, weight: int) -> SseEvent:
+        chunk = self._head(message_id, "chat.completion.chunk")
+        chunk["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        if self._include_usage:
+            chunk["usage"] = None
+        return SseEvent(chunk, tokens=weight)
+
+
+def _check_messages(messages: list[Any]) -> None:
+    """Roles, and tool messages answering exactly the preceding tool calls."""
+    expected: set[str] = set()
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in _ROLES:
+            raise invalid(f"messages[{i}]: role must be one of {', '.join(_ROLES)}")
+        role = message["role"]
+        if role == "tool":
+            if message.get("tool_call_id") not in expected:
+                raise invalid(
+                    f"messages[{i}]: messages with role 'tool' must be a response to a "
+                    "preceding message with 'tool_calls'"
+                )
+            expected.discard(message["tool_call_id"])
+            continue
+        if expected:
+            raise invalid(
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                f"responding to each 'tool_call_id'. Missing: {', '.join(sorted(expected))}"
+            )
+        calls = message.get("tool_calls") or [] if role == "assistant" else []
+        expected = {str(c.get("id")) for c in calls if isinstance(c, dict)}
+
+
+def _parts(body: Json, messages: list[Json]) -> list[_Part]:
+    parts = [
+        _part("tools", f"tools[{i}]", {"tool": tool}, f"<|tool|>{dumps(tool)}", None)
+        for i, tool in enumerate(optional(body, "tools", list) or [])
+    ]
+    if (schema := body.get("response_format")) is not None:
+        parts.append(
+            _part("tools", "response_format", {"response_format": schema}, dumps(schema), None)
+        )
+    for i, message in enumerate(messages):
+        parts += _message_parts(i, message)
+    return parts
+
+
+def _message_parts(index: int, message: Json) -> list[_Part]:
+    role = message["role"]
+    layer: Layer = "system" if role in ("system", "developer") else "messages"
+    header = f"<|{role}|>"
+    extra: Json = {"tool_call_id": message["tool_call_id"]} if role == "tool" else {}
+    if extra:
+        header += f"{message['tool_call_id']}\n"
+    out: list[_Part] = []
+    for j, part in enumerate(_content(message)):
+        bare = {k: v for k, v in part.items() if k != "cache_control"}
+        text = header if j == 0 else ""
+        text += _part_text(bare)
+        ttl = "5m" if isinstance(part.get("cache_control"), dict) else None
+        out.append(
+            _part(
+                layer, f"messages[{index}].content[{j}]", {"role": role, **extra, **bare}, text, ttl
+            )
+        )
+    if calls := message.get("tool_calls"):
+        text = ("" if out else header) + dumps(calls)
+        out.append(
+            _part(
+                layer,
+                f"messages[{index}].tool_calls",
+                {"role": role, "tool_calls": calls},
+                text,
+                None,
+            )
+        )
+    if not out:
+        out.append(_part(layer, f"messages[{index}]", {"role": role}, header, None))
+    return out
+
+
+def _part(layer: Layer, label: str, payload: Json, text: str, ttl: str | None) -> _Part:
+    return _Part(layer, label, canonical(payload), tokens.encode(text), ttl)
+
+
+def _content(message: Json) -> list[Json]:
+    content = message.get("content")
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list) and all(isinstance(p, dict) for p in content):
+        return content
+    raise invalid("messages: content must be a string or a list of content parts")
+
+
+def _part_text(part: Json) -> str:
+    if part.get("type") == "text":
+        return str(part.get("text", ""))
+    return f"<{part.get('type')} {hashlib.sha256(canonical(part)).hexdigest()[:16]}>"
+
+
+def _view(call: Call, model: str, messages: list[Json]) -> EmulatedRequest:
+    system = "".join(_text(m) for m in messages if m.get("role") in ("system", "developer"))
+    first_user = next((m for m in messages if m.get("role") == "user"), None)
+    last = messages[-1]
+    tools = call.body.get("tools") or []
+    return EmulatedRequest(
+        provider="openai",
+        model=model,
+        system=system,
+        last_user_text=_text(last) if last.get("role") == "user" else "",
+        tool_names=tuple(
+            str(t.get("function", {}).get("name", "")) for t in tools if isinstance(t, dict)
+        ),
+        message_count=len(messages),
+        conversation=conversation_key(call.headers, model, system, _text(first_user or {})),
+        body=call.body,
+    )
+
+
+def _text(message: Json) -> str:
+    return "".join(str(p.get("text", "")) for p in _content(message) if p.get("type") == "text")

@@ -1,0 +1,76 @@
+"""Serve an emulator over HTTP on loopback, in a background thread."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from types import TracebackType
+
+import uvicorn
+
+from .core import Emulator, default_emulator
+
+
+class RunningServer:
+    """A uvicorn server in a daemon thread; ``stop()`` (or ``with``) ends it."""
+
+    def __init__(self, emulator: Emulator, host: str, port: int, log_level: str) -> None:
+        self.emulator = emulator
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self.host = host
+        self.port: int = self._socket.getsockname()[1]
+        config = uvicorn.Config(
+            emulator.app,
+            log_level=log_level,
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        """Base URL; SDKs take ``url`` (Anthropic, Gemini) or ``url + "/v1"`` (OpenAI)."""
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> RunningServer:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the emulator's HTTP server did not start")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._socket.close()
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def serve(
+    emulator: Emulator | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log_level: str = "warning",
+) -> RunningServer:
+    """Start serving ``emulator`` (default: the process-wide one); port 0 picks a free port."""
+    return RunningServer(emulator or default_emulator(), host, port, log_level).start()

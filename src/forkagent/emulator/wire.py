@@ -1,0 +1,178 @@
+"""What the three wire formats share: the parsed call, the shaped output,
+stream events, and the ``Turn`` each format implements for one generation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from ..usage import Usage
+from . import tokens
+from .cache import CacheResult
+from .errors import invalid
+from .policies import EmulatedRequest, Reply, ToolCall
+
+Json: TypeAlias = dict[str, Any]
+StopKind: TypeAlias = Literal["end", "tool_use", "max_tokens"]
+Visibility: TypeAlias = Literal["start", "end"]
+
+
+def canonical(value: Any) -> bytes:
+    """Compact JSON that keeps key order: providers hash key order too."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def dumps(value: Any) -> str:
+    return canonical(value).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One HTTP request, minus HTTP."""
+
+    method: str
+    path: str
+    query: Mapping[str, str]
+    body: Json
+    headers: Mapping[str, str]
+    """Lower-cased names."""
+    params: Mapping[str, str] = field(default_factory=dict)
+    """Named groups of the matched route."""
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    """One server-sent event; ``tokens`` paces it at the simulated output speed."""
+
+    data: Json | str
+    event: str | None = None
+    tokens: int = 0
+
+    def encode(self) -> bytes:
+        data = self.data if isinstance(self.data, str) else dumps(self.data)
+        head = f"event: {self.event}\n" if self.event else ""
+        return f"{head}data: {data}\n\n".encode()
+
+    def to_json(self) -> Json:
+        return {"event": self.event, "data": self.data}
+
+
+@dataclass(frozen=True, slots=True)
+class NamedCall:
+    """A tool call with its final id."""
+
+    id: str
+    name: str
+    input: Mapping[str, Any]
+
+    @property
+    def arguments(self) -> str:
+        return dumps(dict(self.input))
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """A reply cut to the request's ``max_tokens`` and counted."""
+
+    thinking: str | None
+    text: str
+    tool_calls: tuple[NamedCall, ...]
+    stop: StopKind
+    output_tokens: int
+    thinking_tokens: int
+
+
+def shape_output(
+    reply: Reply, *, max_tokens: int | None, call_id: str, with_thinking: bool
+) -> Output:
+    """Apply ``max_tokens`` (thinking, then text; tool calls only if they fit)."""
+    if max_tokens == 0:
+        return Output(None, "", (), "max_tokens", 0, 0)
+    budget = max_tokens if max_tokens is not None else 1 << 30
+    thinking = reply.thinking if with_thinking and reply.thinking else None
+    thinking_text = tokens.truncate(thinking, budget) if thinking else None
+    thinking_tokens = tokens.count(thinking_text) if thinking_text else 0
+    budget -= thinking_tokens
+    text = tokens.truncate(reply.text, budget)
+    text_tokens = tokens.count(text)
+    budget -= text_tokens
+    calls = _named(reply.tool_calls, call_id)
+    call_tokens = sum(tokens.count(c.name + c.arguments) for c in calls)
+    truncated = text != reply.text or thinking_text != thinking or call_tokens > budget
+    if truncated:
+        calls, call_tokens = (), 0
+    stop: StopKind = "max_tokens" if truncated else "tool_use" if calls else "end"
+    total = max(1, thinking_tokens + text_tokens + call_tokens)
+    return Output(thinking_text, text, calls, stop, total, thinking_tokens)
+
+
+def _named(calls: tuple[ToolCall, ...], prefix: str) -> tuple[NamedCall, ...]:
+    return tuple(
+        NamedCall(id=c.id or f"{prefix}{i:02d}", name=c.name, input=c.input)
+        for i, c in enumerate(calls)
+    )
+
+
+class Turn(ABC):
+    """One generation request of some wire format, parsed and validated."""
+
+    route: str
+    profile: str
+    model: str
+    stream: bool
+    max_tokens: int | None
+    request: EmulatedRequest
+    visibility: Visibility = "start"
+    visible_delay: float = 0.0
+    with_thinking: bool = False
+    id_prefix: str = "msg_emu"
+    call_prefix: str = "call_emu"
+
+    @abstractmethod
+    def account(self, now: float, writer: int, message_id: str) -> CacheResult:
+        """Run the provider's cache rules for this request at its start time."""
+
+    @abstractmethod
+    def usage(self, result: CacheResult, output: Output) -> Usage:
+        """The neutral usage, for the request log."""
+
+    @abstractmethod
+    def render(self, message_id: str, result: CacheResult, output: Output) -> Json:
+        """The non-streaming response body."""
+
+    @abstractmethod
+    def events(self, message_id: str, result: CacheResult, output: Output) -> list[SseEvent]:
+        """The streamed response, event by event."""
+
+
+def require(body: Json, key: str, kind: type | tuple[type, ...]) -> Any:
+    value = body.get(key)
+    if value is None:
+        raise invalid(f"{key}: Field required")
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise invalid(f"{key}: Input should be a valid {_kind_name(kind)}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {str: "string", int: "integer", list: "list", dict: "dictionary"}
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def optional(body: Json, key: str, kind: type | tuple[type, ...]) -> Any:
+    return None if body.get(key) is None else require(body, key, kind)
+
+
+CONVERSATION_HEADER = "x-emulator-conversation"
+
+
+def conversation_key(headers: Mapping[str, str], *parts: str) -> str:
+    """The header if the client names its conversation, else a digest of its opening."""
+    if named := headers.get(CONVERSATION_HEADER):
+        return named
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
