@@ -23,6 +23,10 @@ from .tasks import register as _register_tasks  # noqa: E402
 
 _register_tasks(app)
 
+from .emulator import app as _emulator_app  # noqa: E402
+
+app.add_typer(_emulator_app, name="emulator")
+
 
 def main() -> None:
     app()
