@@ -174,7 +174,7 @@ class Hooks:
         return len(self._registrations)
 
     def add(self, event: HookEvent, callback: HookCallback, *, matcher: str | None = None) -> None:
-        """Run ``callback`` on ``event`` (for targets that fully match the ``matcher`` regex)."""
+        """Run ``callback`` on ``event`` for targets that fully match the ``matcher`` regex."""
         self._registrations.append(_Registration(_check_event(event), _compile(matcher), callback))
 
     def on(
@@ -246,11 +246,7 @@ def parse_hook_config(data: object, *, for_agent: bool = False) -> tuple[Command
 def _event_named(name: str, for_agent: bool) -> HookEvent | None:
     if for_agent and name in _AGENT_EVENT_ALIASES:
         return _AGENT_EVENT_ALIASES[name]
-    if name in HOOK_EVENTS:
-        return name
-    if name in _FOREIGN_EVENTS:
-        return None
-    raise ValueError(f"unknown hook event {name!r}; supported: {', '.join(HOOK_EVENTS)}")
+    return None if name in _FOREIGN_EVENTS else _check_event(name)
 
 
 def _parse_group(event: HookEvent, group: object, where: str) -> list[CommandHook]:
@@ -323,16 +319,19 @@ async def _run_command(
 ) -> HookOutcome:
     root = str(project_dir or hook_input.cwd)
     env = {**os.environ, "FORKAGENT_PROJECT_DIR": root, "CLAUDE_PROJECT_DIR": root}
-    proc = await asyncio.create_subprocess_shell(
-        hook.command,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=hook_input.cwd,
-        env=env,
-        start_new_session=True,
-    )
-    payload = json.dumps(hook_input.to_json()).encode()
+    try:
+        proc = await asyncio.create_subprocess_shell(
+            hook.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=hook_input.cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return HookOutcome(errors=(f"hook command {hook.command!r} could not start: {exc}",))
+    payload = json.dumps(hook_input.to_json(), default=str).encode()
     try:
         out, err = await asyncio.wait_for(proc.communicate(payload), hook.timeout)
     except TimeoutError:

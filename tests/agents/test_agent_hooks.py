@@ -270,3 +270,9 @@ def test_unknown_event_names_are_refused_when_registering() -> None:
     with pytest.raises(ValueError, match="unknown hook event"):
         Hooks().add("OnSave", lambda e: None)  # type: ignore[arg-type]
     assert parse_hook_config({"Stop": []}) == ()
+
+
+async def test_a_command_that_cannot_start_is_an_error(tmp_path: Path) -> None:
+    outcome = await command_hooks("true").run("PreToolUse", tool_event(tmp_path / "gone"))
+    assert not outcome.blocked
+    assert outcome.errors[0].startswith("hook command 'true' could not start:")

@@ -76,12 +76,9 @@ class WorktreeResult:
         if not self.kept:
             return f"No changes: worktree {self.path} and branch {self.branch} were removed."
         parts = []
-        if self.changed_files:
-            shown = ", ".join(self.changed_files[:10])
-            more = (
-                f" and {len(self.changed_files) - 10} more" if len(self.changed_files) > 10 else ""
-            )
-            parts.append(f"{len(self.changed_files)} uncommitted file(s): {shown}{more}")
+        if files := self.changed_files:
+            more = f" and {len(files) - 10} more" if len(files) > 10 else ""
+            parts.append(f"{len(files)} uncommitted file(s): {', '.join(files[:10])}{more}")
         if self.new_commits:
             parts.append(f"{self.new_commits} new commit(s)")
         what = "; ".join(parts) or "HEAD moved away from the base commit"

@@ -50,7 +50,8 @@ FRONTMATTER_FIELDS: dict[str, str] = {
 _COSMETIC_FIELDS = frozenset({"color"})
 """Claude Code display settings: ignored without a warning."""
 
-_FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^---[ \t]*$\r?\n?(.*)\Z", re.S | re.M)
+_FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\n(.*?)^---[ \t]*$\n?(.*)\Z", re.S | re.M)
+"""Files are read with universal newlines, so ``\r\n`` arrives as ``\n``."""
 _PLAIN_SCALAR_LINE = re.compile(r"^([A-Za-z_][\w-]*):[ \t]+([^\s'\"\[{|>&*!%@`].*)$")
 
 

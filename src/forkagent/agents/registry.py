@@ -59,18 +59,26 @@ class AgentCatalog:
         """Exact name first, then a unique case-insensitive match."""
         if name in self._agents:
             return self._agents[name]
-        folded = [d for n, d in self._agents.items() if n.casefold() == name.casefold()]
+        folded = self._case_insensitive(name)
         return folded[0] if len(folded) == 1 else None
 
     def get(self, name: str) -> AgentDefinition:
-        """Like ``find``, but an unknown name raises ``AgentSpawnError`` listing the known ones."""
+        """Like ``find``, but a miss raises ``AgentSpawnError`` listing the known names."""
         definition = self.find(name)
-        if definition is None:
-            raise AgentSpawnError(
-                f"unknown agent type {name!r}; available: {', '.join(self.names())}. "
-                f"Run `forkagent agents` to see them and any files that failed to load."
-            )
-        return definition
+        if definition is not None:
+            return definition
+        similar = [d.name for d in self._case_insensitive(name)]
+        problem = (
+            f"agent type {name!r} matches {', '.join(similar)}; use the exact name"
+            if similar
+            else f"unknown agent type {name!r}; available: {', '.join(self.names())}"
+        )
+        raise AgentSpawnError(
+            f"{problem}. Run `forkagent agents` to see every agent and any file that failed to load."
+        )
+
+    def _case_insensitive(self, name: str) -> list[AgentDefinition]:
+        return [d for n, d in self._agents.items() if n.casefold() == name.casefold()]
 
     def source_of(self, name: str) -> str:
         """The file the agent came from, or ``"built-in"``."""
