@@ -80,7 +80,7 @@ def load_agents(
     dirs = [Path(user_dir)] if user_dir is not None else user_agent_dirs()
     if project_dir is not None:
         dirs += project_agent_dirs(project_dir)
-    found = _Found()
+    found = _Loaded()
     for directory in dirs:
         found.add_dir(directory)
     return AgentCatalog(
@@ -91,20 +91,15 @@ def load_agents(
 def load_agent_file(path: Path | str) -> AgentDefinition:
     """One definition file; any problem raises ``ConfigurationError`` naming the field."""
     parsed = _parse_file(Path(path))
-    if parsed.definition is None:
+    if not parsed.definitions:
         raise ConfigurationError("; ".join(str(e) for e in parsed.errors))
-    return parsed.definition
+    return parsed.definitions[0]
 
 
 @dataclass
-class _Parsed:
-    definition: AgentDefinition | None = None
-    errors: list[LoadError] = field(default_factory=list)
-    warnings: list[LoadError] = field(default_factory=list)
+class _Loaded:
+    """What one file or several directories gave."""
 
-
-@dataclass
-class _Found:
     definitions: list[AgentDefinition] = field(default_factory=list)
     errors: list[LoadError] = field(default_factory=list)
     warnings: list[LoadError] = field(default_factory=list)
@@ -116,35 +111,35 @@ class _Found:
             parsed = _parse_file(path)
             self.errors += parsed.errors
             self.warnings += parsed.warnings
-            definition = parsed.definition
-            if definition is None:
-                continue
-            if definition.name in seen:
-                reason = f"agent {definition.name!r} is already defined in {seen[definition.name]}"
-                self.errors.append(LoadError(path, "name", reason))
-                continue
-            seen[definition.name] = path
-            self.definitions.append(definition)
+            for definition in parsed.definitions:
+                if definition.name in seen:
+                    reason = (
+                        f"agent {definition.name!r} is already defined in {seen[definition.name]}"
+                    )
+                    self.errors.append(LoadError(path, "name", reason))
+                    continue
+                seen[definition.name] = path
+                self.definitions.append(definition)
 
 
-def _parse_file(path: Path) -> _Parsed:
+def _parse_file(path: Path) -> _Loaded:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return _Parsed(errors=[LoadError(path, None, f"cannot be read: {exc}")])
+        return _Loaded(errors=[LoadError(path, None, f"cannot be read: {exc}")])
     match = _FRONTMATTER.match(text)
     if match is None:
         reason = "no YAML frontmatter: the file must start with a '---' line and close it"
-        return _Parsed(errors=[LoadError(path, None, reason)])
+        return _Loaded(errors=[LoadError(path, None, reason)])
     header, body = match.groups()
     try:
         data = _load_yaml(header)
     except yaml.YAMLError as exc:
-        return _Parsed(
+        return _Loaded(
             errors=[LoadError(path, None, f"invalid YAML frontmatter: {_yaml_reason(exc)}")]
         )
     if not isinstance(data, dict):
-        return _Parsed(
+        return _Loaded(
             errors=[LoadError(path, None, "the frontmatter must be a mapping of fields")]
         )
     return _build(path, data, body.strip())
@@ -179,9 +174,9 @@ def _yaml_reason(exc: yaml.YAMLError) -> str:
     return f"{problem} (line {mark.line + 2})" if mark is not None else str(problem)
 
 
-def _build(path: Path, data: dict[Any, Any], body: str) -> _Parsed:
+def _build(path: Path, data: dict[Any, Any], body: str) -> _Loaded:
     """Map frontmatter keys to fields, validate, and turn pydantic's errors into LoadErrors."""
-    parsed = _Parsed()
+    parsed = _Loaded()
     fields: dict[str, Any] = {"system_prompt": body, "source": str(path)}
     written: dict[str, str] = {}
     for key, value in data.items():
@@ -192,7 +187,7 @@ def _build(path: Path, data: dict[Any, Any], body: str) -> _Parsed:
         elif key not in _COSMETIC_FIELDS:
             parsed.warnings.append(LoadError(path, str(key), "not used by forkagent; ignored"))
     try:
-        parsed.definition = AgentDefinition.model_validate(fields)
+        parsed.definitions.append(AgentDefinition.model_validate(fields))
     except ValidationError as exc:
         parsed.errors += _field_errors(path, exc.errors(), written)
     return parsed
