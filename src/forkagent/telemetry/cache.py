@@ -1,0 +1,336 @@
+"""Why a request read less from the prompt cache than it could have.
+
+A request can only read what an earlier request wrote, so ``explain`` compares
+a request with the one it extends (the agent's previous request, or for a
+fork's first request its parent's last one) the way a provider's cache sees
+them: model and settings first, then tools, system and messages block by
+block. Token figures are estimates: the shared bytes are scaled by the
+request's own prompt size as the provider counted it, which tracks the
+provider's tokenizer better than any local one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from ..messages import JsonValue
+from ..models.base import ModelProfile
+from ..requests import (
+    CacheTTL,
+    Difference,
+    ModelRequest,
+    first_difference,
+    request_blocks,
+)
+from ..usage import Usage
+
+CacheReason: TypeAlias = Literal[
+    "model_changed",
+    "settings_changed",
+    "tools_changed",
+    "system_changed",
+    "messages_changed",
+    "ttl_expired",
+    "below_minimum",
+    "launched_before_cache",
+    "provider_reported",
+    "unexplained",
+]
+CacheStatus: TypeAlias = Literal["hit", "miss", "cold", "unmeasured"]
+"""``cold``: nothing earlier to read from; ``unmeasured``: the provider reported no prompt size."""
+
+HIT_FRACTION = 0.8
+"""A request that read at least this share of the expected prefix counts as a hit.
+
+The expected figure is an estimate; the margin keeps estimation noise from
+reading as a miss."""
+BYTES_PER_TOKEN = 4.0
+"""Fallback scale when the provider reported no prompt size."""
+TTL_SECONDS: dict[CacheTTL, float] = {"5m": 300.0, "1h": 3600.0}
+
+_LAYER_REASONS: dict[str, CacheReason] = {
+    "model": "model_changed",
+    "settings": "settings_changed",
+    "tools": "tools_changed",
+    "system": "system_changed",
+    "messages": "messages_changed",
+}
+_PROVIDER_TYPES = {
+    "previous_message_not_found": "it could not find the previous request to compare with",
+    "unavailable": "it has no diagnosis for this request",
+}
+_EXCERPT = 24
+
+
+@dataclass(frozen=True, slots=True)
+class CacheFinding:
+    """One cause of a shortfall, as a machine-readable reason and a sentence for people."""
+
+    reason: CacheReason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CacheReport:
+    """How one request used the cache, and why it read less than it could have."""
+
+    status: CacheStatus
+    prompt_tokens: int
+    read_tokens: int
+    write_tokens: int
+    expected_tokens: int
+    """Estimated tokens of the prefix shared with the request compared against."""
+    findings: tuple[CacheFinding, ...] = ()
+    difference: Difference | None = None
+    compared_with: str | None = None
+    provider_diagnosis: Mapping[str, JsonValue] | None = None
+
+    @property
+    def reasons(self) -> tuple[CacheReason, ...]:
+        return tuple(f.reason for f in self.findings)
+
+    @property
+    def summary(self) -> str:
+        """One line for logs and live views."""
+        head = f"cache {self.status}: read {self.read_tokens:,} of ~{self.expected_tokens:,}"
+        head += f" expected tokens, wrote {self.write_tokens:,}"
+        if self.compared_with:
+            head += f" (against {self.compared_with})"
+        return "; ".join([head, *(f.message for f in self.findings)])
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        diff = self.difference
+        return {
+            "status": self.status,
+            "prompt_tokens": self.prompt_tokens,
+            "read_tokens": self.read_tokens,
+            "write_tokens": self.write_tokens,
+            "expected_tokens": self.expected_tokens,
+            "compared_with": self.compared_with,
+            "findings": [{"reason": f.reason, "message": f.message} for f in self.findings],
+            "difference": None
+            if diff is None
+            else {
+                "layer": diff.layer,
+                "block_index": diff.block_index,
+                "label": diff.label,
+                "byte_offset": diff.byte_offset,
+                "detail": diff.detail,
+            },
+            "provider_diagnosis": None
+            if self.provider_diagnosis is None
+            else dict(self.provider_diagnosis),
+        }
+
+
+def explain(
+    previous: ModelRequest | None,
+    current: ModelRequest,
+    usage: Usage,
+    *,
+    profile: ModelProfile,
+    elapsed: float | None = None,
+    cache_ready: bool = True,
+    diagnosis: Mapping[str, JsonValue] | None = None,
+    compared_with: str | None = None,
+    hit_fraction: float = HIT_FRACTION,
+) -> CacheReport:
+    """Explain how ``current`` used the cache that ``previous`` should have left.
+
+    ``elapsed`` is the time in seconds from ``previous``'s start to
+    ``current``'s (cache lifetimes count from the start of the request that
+    wrote or last read an entry). ``cache_ready`` says whether ``previous``'s
+    cache entry could exist when ``current`` was sent, by the provider's
+    warm-up rule. ``diagnosis`` is the provider's own explanation
+    (``ModelResponse.cache_diagnosis``).
+    """
+    sizes = [len(block.data) for block in request_blocks(current)]
+    per_byte = _tokens_per_byte(usage, sum(sizes))
+    report = _Report(usage, compared_with, diagnosis)
+    if previous is None:
+        prompt = usage.prompt_tokens or round(sum(sizes) * per_byte)
+        return report.build("cold", 0, _minimum_findings(prompt, profile, "the prompt"))
+    difference = None if _extends(previous, current) else first_difference(previous, current)
+    expected = round(sum(sizes[: _shared_blocks(previous, difference)]) * per_byte)
+    findings: list[CacheFinding] = []
+    if difference is not None:
+        findings.append(_change_finding(difference, previous, current, expected))
+    shortfall = usage.cache_read_tokens < hit_fraction * expected
+    if shortfall:
+        findings += _shortfall_findings(
+            expected, profile, previous, elapsed, cache_ready, explained=difference is not None
+        )
+    status: CacheStatus = "miss" if difference is not None or shortfall else "hit"
+    return report.build(status, expected, findings, difference)
+
+
+@dataclass(frozen=True, slots=True)
+class _Report:
+    """What every report of one request shares, whatever its status."""
+
+    usage: Usage
+    compared_with: str | None
+    diagnosis: Mapping[str, JsonValue] | None
+
+    def build(
+        self,
+        status: CacheStatus,
+        expected: int,
+        findings: list[CacheFinding],
+        difference: Difference | None = None,
+    ) -> CacheReport:
+        """The report; without a prompt size from the provider the status is ``unmeasured``."""
+        return CacheReport(
+            status=status if self.usage.prompt_tokens else "unmeasured",
+            prompt_tokens=self.usage.prompt_tokens,
+            read_tokens=self.usage.cache_read_tokens,
+            write_tokens=self.usage.cache_write_tokens,
+            expected_tokens=expected,
+            findings=(*findings, *_provider_findings(self.diagnosis)),
+            difference=difference,
+            compared_with=self.compared_with,
+            provider_diagnosis=self.diagnosis,
+        )
+
+
+def _tokens_per_byte(usage: Usage, total_bytes: int) -> float:
+    if usage.prompt_tokens and total_bytes:
+        return usage.prompt_tokens / total_bytes
+    return 1 / BYTES_PER_TOKEN
+
+
+def _extends(previous: ModelRequest, current: ModelRequest) -> bool:
+    """Cheap proof that ``current`` extends ``previous``: same header, same message objects.
+
+    Agents share message objects by reference, so this settles the common case
+    without rendering every block twice; anything else goes to ``first_difference``.
+    """
+    return (
+        previous.model == current.model
+        and previous.settings == current.settings
+        and previous.tools == current.tools
+        and previous.system == current.system
+        and len(previous.messages) <= len(current.messages)
+        and all(a is b for a, b in zip(previous.messages, current.messages, strict=False))
+    )
+
+
+def _shared_blocks(previous: ModelRequest, difference: Difference | None) -> int:
+    """How many leading blocks of the current request the previous one also had."""
+    if difference is not None:
+        return difference.block_index or 0
+    # Counted the way ``request_blocks`` lays them out, without rendering them.
+    if isinstance(previous.system, str):
+        system = int(bool(previous.system))
+    else:
+        system = sum(1 for block in previous.system if block.text)
+    return len(previous.tools) + system + sum(len(m.content) for m in previous.messages)
+
+
+def _change_finding(
+    difference: Difference, previous: ModelRequest, current: ModelRequest, shared: int
+) -> CacheFinding:
+    reason = _LAYER_REASONS[difference.layer]
+    if difference.layer == "model":
+        return CacheFinding(reason, f"the model changed ({difference.detail}): nothing is shared")
+    if difference.layer == "settings":
+        return CacheFinding(
+            reason,
+            f"request settings {difference.detail}: settings are part of the cache key, "
+            "so nothing is shared",
+        )
+    where = f"{difference.label} changed at byte {difference.byte_offset} of its canonical JSON"
+    if difference.detail == "request is shorter":
+        where = f"the request ends before {difference.label} (history trimmed)"
+    excerpt = _excerpt(previous, current, difference)
+    return CacheFinding(
+        reason,
+        f"{where}{excerpt}; only the ~{shared:,} tokens before it can be reused, "
+        "and only if an earlier request put a cache breakpoint there",
+    )
+
+
+def _excerpt(previous: ModelRequest, current: ModelRequest, difference: Difference) -> str:
+    """Both sides around the first differing byte, for a person to recognize the edit."""
+    index = difference.block_index
+    old, new = request_blocks(previous), request_blocks(current)
+    if index is None or index >= len(old) or index >= len(new):
+        return ""
+    start = max(difference.byte_offset - _EXCERPT, 0)
+    end = difference.byte_offset + _EXCERPT
+
+    def cut(data: bytes) -> str:
+        return data[start:end].decode(errors="replace")
+
+    return f" ({cut(old[index].data)!r} -> {cut(new[index].data)!r})"
+
+
+def _shortfall_findings(
+    expected: int,
+    profile: ModelProfile,
+    previous: ModelRequest,
+    elapsed: float | None,
+    cache_ready: bool,
+    *,
+    explained: bool,
+) -> list[CacheFinding]:
+    """Reasons the shared prefix itself was not read."""
+    findings: list[CacheFinding] = []
+    if not cache_ready:
+        event = "ended" if profile.warmup == "first_response_ends" else "begun"
+        findings.append(
+            CacheFinding(
+                "launched_before_cache",
+                f"sent while the request it shares a prefix with was still in flight: "
+                f"{profile.provider} makes a cache entry readable only once the first "
+                f"response has {event}, so it most likely did not exist yet "
+                "(release siblings after the first response, or pre-warm)",
+            )
+        )
+    ttl = TTL_SECONDS[previous.settings.cache_ttl]
+    if elapsed is not None and elapsed > ttl:
+        findings.append(
+            CacheFinding(
+                "ttl_expired",
+                f"{elapsed:,.0f}s passed since the request it extends started; "
+                f"a {previous.settings.cache_ttl} cache entry lives {ttl:,.0f}s, so it had expired",
+            )
+        )
+    findings += _minimum_findings(expected, profile, "the shared prefix")
+    if not findings and not explained:
+        findings.append(
+            CacheFinding(
+                "unexplained",
+                f"the prefix matched, so ~{expected:,} tokens could have been read: the "
+                "provider's cache is best effort (eviction, another replica or routing key, "
+                "or a breakpoint placed before the end of the shared prefix)",
+            )
+        )
+    return findings
+
+
+def _minimum_findings(tokens: int, profile: ModelProfile, what: str) -> list[CacheFinding]:
+    if tokens >= profile.min_cache_tokens:
+        return []
+    return [
+        CacheFinding(
+            "below_minimum",
+            f"{what} is ~{tokens:,} tokens, below the minimum of {profile.min_cache_tokens:,} "
+            f"that {profile.provider} caches: nothing is cached, and no error says so",
+        )
+    ]
+
+
+def _provider_findings(diagnosis: Mapping[str, JsonValue] | None) -> list[CacheFinding]:
+    if not diagnosis:
+        return []
+    kind = diagnosis.get("type")
+    if not isinstance(kind, str):
+        return [CacheFinding("provider_reported", f"the provider reports: {dict(diagnosis)}")]
+    text = _PROVIDER_TYPES.get(kind, kind.replace("_", " "))
+    missed = diagnosis.get("cache_missed_input_tokens")
+    if isinstance(missed, int):
+        text += f" ({missed:,} input tokens missed the cache)"
+    return [CacheFinding("provider_reported", f"the provider says {text}")]

@@ -1,0 +1,223 @@
+"""Cache reports for every response of a running agent tree.
+
+``CacheMonitor`` listens to the tree's events and explains each response
+against the request it should have read its cache from: the agent's previous
+request; for a fork's first request, the first sibling's shared prefix (the
+siblings' common cache entry) or else the parent's last request. A fork whose
+first turn reads under half its prompt from the cache is logged as a warning:
+it usually means the fork's prefix no longer matches its parent's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ..events import AgentKind, AgentStarted, Event, RequestSent, ResponseReceived
+from ..models.base import ModelProfile, ModelResponse
+from ..requests import ModelRequest
+from ..usage import Usage
+from .cache import CacheReport, explain
+
+logger = logging.getLogger("forkagent.cache")
+
+CACHE_BREAK_RATIO = 0.5
+"""A fork's first turn reading less than this share of its prompt from the cache is a break."""
+UNKNOWN_PROFILE = ModelProfile(provider="unknown")
+"""For models the monitor has no profile for: no minimum, no warm-up rule."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheExplained:
+    """The cache report of one response, for listeners and live views."""
+
+    agent_id: str
+    turn: int
+    report: CacheReport
+
+
+@dataclass(eq=False, slots=True)
+class _Sent:
+    request: ModelRequest
+    sent_at: float
+    order: int
+    """Position in the event stream: orders requests the clock sees as simultaneous."""
+    answered_at: float | None = None
+
+
+@dataclass(slots=True)
+class _Agent:
+    kind: AgentKind
+    parent_id: str | None
+    base: _Sent | None = None
+    """For a fork: its parent's last answered request when it started."""
+    first: _Sent | None = None
+    last: _Sent | None = None
+    """The last answered request."""
+    pending: _Sent | None = None
+    family: list[str] = field(default_factory=list)
+    """For a fork: the agents forked from the same parent state, in start order."""
+
+
+class _Source(NamedTuple):
+    sent: _Sent
+    request: ModelRequest
+    label: str
+
+
+class CacheMonitor:
+    """An event listener that explains every response's cache use.
+
+    ``profiles`` maps model names (as sent in requests) to their profiles,
+    which carry the minimum cacheable prefix and the warm-up rule; unknown
+    models get ``default_profile``. ``on_report`` is called with each
+    ``CacheExplained``, for a live view.
+    """
+
+    def __init__(
+        self,
+        *,
+        profiles: Mapping[str, ModelProfile] | None = None,
+        default_profile: ModelProfile = UNKNOWN_PROFILE,
+        on_report: Callable[[CacheExplained], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._profiles = dict(profiles or {})
+        self._default = default_profile
+        self._on_report = on_report
+        self._clock = clock
+        self._agents: dict[str, _Agent] = {}
+        self._families: dict[tuple[str | None, _Sent | None], list[str]] = {}
+        self._explained: list[CacheExplained] = []
+        self._order = itertools.count()
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, AgentStarted):
+            self._started(event)
+        elif isinstance(event, RequestSent):
+            agent = self._agent(event.agent_id)
+            agent.pending = _Sent(event.request, self._clock(), next(self._order))
+            agent.first = agent.first or agent.pending
+        elif isinstance(event, ResponseReceived):
+            self._answered(event)
+
+    def reports(self, agent_id: str | None = None) -> list[CacheExplained]:
+        """Every report so far, in order; only ``agent_id``'s when given."""
+        return [e for e in self._explained if agent_id in (None, e.agent_id)]
+
+    def misses(self) -> list[CacheExplained]:
+        return [e for e in self._explained if e.report.status == "miss"]
+
+    def _agent(self, agent_id: str) -> _Agent:
+        """The agent's state; one never announced (a listener added late) counts as a root."""
+        return self._agents.setdefault(agent_id, _Agent("main", None))
+
+    def _started(self, event: AgentStarted) -> None:
+        agent = self._agent(event.agent_id)
+        agent.kind, agent.parent_id = event.kind, event.parent_id
+        if event.kind != "fork":
+            return
+        parent = self._agents.get(event.parent_id or "")
+        agent.base = parent.last if parent else None
+        agent.family = self._families.setdefault((event.parent_id, agent.base), [])
+        agent.family.append(event.agent_id)
+
+    def _answered(self, event: ResponseReceived) -> None:
+        agent = self._agent(event.agent_id)
+        sent = agent.pending
+        if sent is None:
+            return
+        sent.answered_at, agent.pending = self._clock(), None
+        report = self._explain(agent, sent, event.response)
+        first_turn = agent.last is None
+        agent.last = sent
+        explained = CacheExplained(event.agent_id, event.turn, report)
+        self._explained.append(explained)
+        if agent.kind == "fork" and first_turn:
+            self._check_break(event.agent_id, event.response.usage, report)
+        elif report.status == "miss":
+            logger.info("agent %s turn %d: %s", event.agent_id, event.turn, report.summary)
+        if self._on_report is not None:
+            self._on_report(explained)
+
+    def _explain(self, agent: _Agent, sent: _Sent, response: ModelResponse) -> CacheReport:
+        profile = self._profiles.get(sent.request.model, self._default)
+        source = self._source(agent, sent)
+        return explain(
+            None if source is None else source.request,
+            sent.request,
+            response.usage,
+            profile=profile,
+            elapsed=None if source is None else sent.sent_at - source.sent.sent_at,
+            cache_ready=source is None or _ready(source.sent, sent, profile),
+            diagnosis=response.cache_diagnosis,
+            compared_with=None if source is None else source.label,
+        )
+
+    def _source(self, agent: _Agent, sent: _Sent) -> _Source | None:
+        """The request whose cache entry ``sent`` should have read."""
+        if agent.last is not None:
+            return _Source(agent.last, agent.last.request, "the agent's previous request")
+        if agent.kind != "fork":
+            return None
+        leader = self._leader(agent, sent)
+        if leader is not None:
+            return leader
+        if agent.base is not None:
+            return _Source(
+                agent.base, agent.base.request, f"parent {agent.parent_id}'s last request"
+            )
+        return None
+
+    def _leader(self, agent: _Agent, sent: _Sent) -> _Source | None:
+        """The sibling whose first request went out first: it writes the shared entry."""
+        earlier = [
+            (first.order, sibling, first)
+            for sibling in agent.family
+            if (first := self._agents[sibling].first) is not None and first.order < sent.order
+        ]
+        if not earlier:
+            return None
+        _, sibling, first = min(earlier, key=lambda candidate: candidate[0])
+        return _Source(first, shared_part(first.request), f"fork {sibling}'s shared prefix")
+
+    def _check_break(self, agent_id: str, usage: Usage, report: CacheReport) -> None:
+        ratio = usage.cache_hit_ratio
+        if report.status == "miss" and ratio is not None and ratio < CACHE_BREAK_RATIO:
+            logger.warning(
+                "cache break: fork %s read %.0f%% of its first prompt from the cache; %s",
+                agent_id,
+                ratio * 100,
+                report.summary,
+            )
+
+
+def _ready(source: _Sent, sent: _Sent, profile: ModelProfile) -> bool:
+    """Whether ``source``'s cache entry could be read when ``sent`` went out.
+
+    Only the end of a response is seen, so for providers whose entry appears
+    when the response begins, an answer still in flight counts as not ready.
+    """
+    if profile.warmup == "none":
+        return True
+    return source.answered_at is not None and source.answered_at <= sent.sent_at
+
+
+def shared_part(request: ModelRequest) -> ModelRequest:
+    """``request`` cut after its shared prefix: what siblings have in common.
+
+    Without a marked ``shared_prefix_end``, the last message (the per-child
+    part) is dropped.
+    """
+    end = request.shared_prefix_end
+    if end is None:
+        messages = request.messages[:-1]
+    else:
+        last = request.messages[end.message]
+        cut = last.model_copy(update={"content": last.content[: end.block + 1]})
+        messages = (*request.messages[: end.message], cut)
+    return request.model_copy(update={"messages": messages, "shared_prefix_end": None})

@@ -1,0 +1,209 @@
+"""Each cache-miss reason, produced by a crafted pair of requests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from forkagent.messages import Message, assistant, user
+from forkagent.models.base import ModelProfile
+from forkagent.requests import ModelRequest, ModelSettings, ToolSpec
+from forkagent.telemetry.cache import explain
+from forkagent.usage import Usage
+
+MODEL = "claude-sonnet-4-5"
+TOOLS = (
+    ToolSpec(name="read", description="Read a file.", input_schema={"type": "object"}),
+    ToolSpec(name="grep", description="Search files.", input_schema={"type": "object"}),
+)
+SYSTEM = "You are a careful engineer working on a large code base. " * 30
+HISTORY: tuple[Message, ...] = (
+    user("Where is the capital configured? " * 20),
+    assistant("The capital is Paris. It is set in config/geo.py."),
+)
+ANTHROPIC = ModelProfile(provider="anthropic", warmup="first_response_starts")
+
+
+def request(*messages: Message, **changes: object) -> ModelRequest:
+    fields: dict[str, object] = {"model": MODEL, "system": SYSTEM, "tools": TOOLS}
+    fields.update(changes)
+    return ModelRequest.model_validate({**fields, "messages": messages})
+
+
+PREVIOUS = request(*HISTORY)
+NEXT = request(*HISTORY, user("Now change it to Lyon."))
+WARM = Usage(input_tokens=20, cache_read_tokens=1500, output_tokens=40, requests=1)
+COLD = Usage(input_tokens=20, cache_write_5m_tokens=1500, output_tokens=40, requests=1)
+
+
+def test_a_request_that_extends_the_previous_one_and_reads_it_is_a_hit() -> None:
+    report = explain(PREVIOUS, NEXT, WARM, profile=ANTHROPIC, elapsed=10.0)
+
+    assert report.status == "hit"
+    assert report.findings == ()
+    assert 0.8 * report.expected_tokens <= report.read_tokens <= report.prompt_tokens
+    assert report.summary.startswith("cache hit: read 1,500 of ~")
+
+
+def test_a_first_request_is_cold() -> None:
+    report = explain(None, PREVIOUS, COLD, profile=ANTHROPIC)
+
+    assert report.status == "cold"
+    assert report.expected_tokens == 0
+    assert report.findings == ()
+
+
+def test_model_change() -> None:
+    report = explain(
+        PREVIOUS, request(*NEXT.messages, model="claude-opus-4-5"), COLD, profile=ANTHROPIC
+    )
+
+    assert report.status == "miss"
+    assert report.reasons == ("model_changed",)
+    assert "'claude-sonnet-4-5' -> 'claude-opus-4-5'" in report.findings[0].message
+    assert report.expected_tokens == 0
+
+
+def test_settings_change_names_the_field() -> None:
+    changed = request(*NEXT.messages, settings=ModelSettings(temperature=0.2))
+
+    report = explain(PREVIOUS, changed, COLD, profile=ANTHROPIC)
+
+    assert report.reasons == ("settings_changed",)
+    assert "temperature" in report.findings[0].message
+    assert report.difference is not None
+    assert report.difference.layer == "settings"
+
+
+def test_tool_change_is_found_in_the_tools_layer() -> None:
+    renamed = (TOOLS[0], TOOLS[1].model_copy(update={"description": "Search every file."}))
+
+    report = explain(PREVIOUS, request(*NEXT.messages, tools=renamed), COLD, profile=ANTHROPIC)
+
+    assert report.reasons == ("tools_changed",)
+    assert report.difference is not None
+    assert report.difference.label == "tools[1]"
+    assert report.expected_tokens > 0  # tools[0] is still shared
+
+
+def test_system_change() -> None:
+    edited = SYSTEM.replace("large", "huge", 1)
+
+    report = explain(PREVIOUS, request(*NEXT.messages, system=edited), COLD, profile=ANTHROPIC)
+
+    assert report.reasons == ("system_changed",)
+    assert report.difference is not None
+    assert report.difference.label == "system[0]"
+    message = report.findings[0].message
+    assert "working on a large code" in message
+    assert "working on a huge code" in message
+
+
+def test_an_edited_message_gives_the_first_differing_block_and_byte() -> None:
+    edited = (HISTORY[0], assistant("The capital is Lyon. It is set in config/geo.py."))
+
+    report = explain(PREVIOUS, request(*edited, user("Go on.")), COLD, profile=ANTHROPIC)
+
+    assert report.reasons == ("messages_changed",)
+    difference = report.difference
+    assert difference is not None
+    assert difference.label == "messages[1].content[0]"
+    assert difference.block_index == 4  # after two tools, the system block, the first message
+    header = len(b'{"role":"assistant","type":"text","text":"')
+    assert difference.byte_offset == header + len("The capital is ")
+    assert f"byte {difference.byte_offset}" in report.findings[0].message
+
+
+def test_a_trimmed_history_is_a_messages_change() -> None:
+    report = explain(NEXT, request(HISTORY[0]), COLD, profile=ANTHROPIC)
+
+    assert report.reasons == ("messages_changed",)
+    assert "history trimmed" in report.findings[0].message
+
+
+def test_ttl_expiry() -> None:
+    report = explain(PREVIOUS, NEXT, COLD, profile=ANTHROPIC, elapsed=301.0)
+
+    assert report.status == "miss"
+    assert report.reasons == ("ttl_expired",)
+    assert "301s passed" in report.findings[0].message
+    assert "a 5m cache entry lives 300s" in report.findings[0].message
+
+
+def test_a_one_hour_entry_is_not_expired_after_five_minutes() -> None:
+    hour = ModelSettings(cache_ttl="1h")
+    previous, current = request(*HISTORY, settings=hour), request(*NEXT.messages, settings=hour)
+
+    report = explain(previous, current, COLD, profile=ANTHROPIC, elapsed=301.0)
+
+    assert report.reasons == ("unexplained",)
+
+
+def test_a_prefix_below_the_minimum() -> None:
+    small = Usage(input_tokens=600, output_tokens=10, requests=1)
+    profile = ModelProfile(provider="anthropic", min_cache_tokens=1024)
+
+    report = explain(PREVIOUS, NEXT, small, profile=profile, elapsed=3.0)
+
+    assert report.reasons == ("below_minimum",)
+    assert "1,024" in report.findings[0].message
+    assert report.expected_tokens < 1024
+
+
+def test_a_cold_prompt_below_the_minimum_says_it_will_not_be_cached() -> None:
+    profile = ModelProfile(provider="anthropic", min_cache_tokens=4096)
+
+    report = explain(None, PREVIOUS, COLD, profile=profile)
+
+    assert report.status == "cold"
+    assert report.reasons == ("below_minimum",)
+
+
+@pytest.mark.parametrize(
+    ("warmup", "word"), [("first_response_starts", "begun"), ("first_response_ends", "ended")]
+)
+def test_a_launch_before_the_cache_existed(warmup: str, word: str) -> None:
+    profile = ModelProfile(provider="anthropic", warmup=warmup)  # type: ignore[arg-type]
+
+    report = explain(PREVIOUS, NEXT, COLD, profile=profile, elapsed=0.0, cache_ready=False)
+
+    assert report.reasons == ("launched_before_cache",)
+    assert f"has {word}" in report.findings[0].message
+
+
+def test_the_providers_own_diagnosis_is_surfaced() -> None:
+    diagnosis = {"type": "messages_changed", "cache_missed_input_tokens": 1200}
+
+    report = explain(PREVIOUS, NEXT, WARM, profile=ANTHROPIC, diagnosis=diagnosis)
+
+    assert report.reasons == ("provider_reported",)
+    assert report.findings[0].message == (
+        "the provider says messages changed (1,200 input tokens missed the cache)"
+    )
+    assert report.provider_diagnosis == diagnosis
+
+
+def test_a_miss_with_no_visible_cause_is_called_unexplained() -> None:
+    report = explain(PREVIOUS, NEXT, COLD, profile=ANTHROPIC, elapsed=5.0)
+
+    assert report.reasons == ("unexplained",)
+
+
+def test_without_a_prompt_size_nothing_is_judged() -> None:
+    report = explain(PREVIOUS, NEXT, Usage(), profile=ANTHROPIC)
+
+    assert report.status == "unmeasured"
+    assert report.expected_tokens > 0  # estimated at ~4 bytes a token
+
+
+def test_the_report_is_json() -> None:
+    edited = request(*NEXT.messages, system="Other.")
+    report = explain(PREVIOUS, edited, COLD, profile=ANTHROPIC, compared_with="previous")
+
+    data = json.loads(json.dumps(report.to_dict()))
+
+    assert data["status"] == "miss"
+    assert data["difference"]["label"] == "system[0]"
+    assert data["findings"][0]["reason"] == "system_changed"
+    assert data["compared_with"] == "previous"

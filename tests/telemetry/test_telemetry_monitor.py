@@ -1,0 +1,206 @@
+"""The cache monitor over crafted event streams: previous requests, fork parents, siblings."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from forkagent.events import AgentStarted, Event, RequestSent, ResponseReceived
+from forkagent.messages import Message, TextBlock, ToolUseBlock, assistant, tool_result, user
+from forkagent.models.base import ModelProfile, ModelResponse
+from forkagent.requests import BlockPosition, ModelRequest
+from forkagent.telemetry import CacheExplained, CacheMonitor
+from forkagent.telemetry.monitor import shared_part
+from forkagent.usage import Usage
+
+MODEL = "claude-sonnet-4-5"
+SYSTEM = "You review code and plan refactors. " * 40
+PROFILES = {MODEL: ModelProfile(provider="anthropic", warmup="first_response_starts")}
+CALL = ToolUseBlock(id="call_1", name="Agent", input={"fork": True})
+PARENT_HISTORY: tuple[Message, ...] = (user("Review the three modules. " * 30),)
+RULES = "You are a forked child. Follow the directive below. " * 40
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def request(
+    *messages: Message, system: str = SYSTEM, end: BlockPosition | None = None
+) -> ModelRequest:
+    return ModelRequest(model=MODEL, system=system, messages=messages, shared_prefix_end=end)
+
+
+def fork_request(directive: str, *, system: str = SYSTEM) -> ModelRequest:
+    """A child as the fork builder makes it: parent history, its call, placeholder, rules, directive."""
+    last = user(tool_result(CALL.id, "Forked."), TextBlock(text=RULES), f"Directive: {directive}")
+    messages = (*PARENT_HISTORY, assistant(CALL), last)
+    return request(*messages, system=system, end=BlockPosition(message=2, block=1))
+
+
+def response(usage: Usage, **fields: object) -> ModelResponse:
+    return ModelResponse.model_validate({"message": assistant("ok"), "usage": usage, **fields})
+
+
+def usage(*, read: int = 0, write: int = 0, fresh: int = 30) -> Usage:
+    return Usage(
+        input_tokens=fresh,
+        cache_read_tokens=read,
+        cache_write_5m_tokens=write,
+        output_tokens=5,
+        requests=1,
+    )
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def monitor(clock: Clock) -> CacheMonitor:
+    return CacheMonitor(profiles=PROFILES, clock=clock)
+
+
+def run_parent(monitor: CacheMonitor, clock: Clock) -> None:
+    """The main agent's one request, answered, cold: it writes the cache its forks read."""
+    monitor(AgentStarted("main", None, "main", "main", False))
+    monitor(RequestSent("main", 0, request(*PARENT_HISTORY)))
+    clock.now += 2.0
+    monitor(ResponseReceived("main", 1, response(usage(write=2000)), 2.0))
+
+
+def turn(
+    monitor: CacheMonitor, agent_id: str, req: ModelRequest, spent: Usage, number: int = 1
+) -> None:
+    monitor(RequestSent(agent_id, number - 1, req))
+    monitor(ResponseReceived(agent_id, number, response(spent), 1.0))
+
+
+def start_fork(monitor: CacheMonitor, agent_id: str) -> None:
+    monitor(AgentStarted(agent_id, "main", "fork", agent_id, True))
+
+
+def test_each_turn_is_compared_with_the_agents_previous_request(
+    monitor: CacheMonitor, clock: Clock
+) -> None:
+    run_parent(monitor, clock)
+    second = request(*PARENT_HISTORY, assistant("Plan ready."), user("Go on."))
+    turn(monitor, "main", second, usage(read=2000), number=2)
+
+    first, latest = monitor.reports("main")
+    assert first.report.status == "cold"
+    assert latest.turn == 2
+    assert latest.report.status == "hit"
+    assert latest.report.compared_with == "the agent's previous request"
+    assert monitor.misses() == []
+
+
+def test_a_forks_first_request_is_compared_with_its_parents_last(
+    monitor: CacheMonitor, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    run_parent(monitor, clock)
+    start_fork(monitor, "fork-1")
+
+    turn(monitor, "fork-1", fork_request("check module A"), usage(read=1000, write=1000))
+
+    (explained,) = monitor.reports("fork-1")
+    assert explained.report.status == "hit"
+    assert explained.report.compared_with == "parent main's last request"
+    assert not caplog.records
+
+
+def test_a_fork_whose_first_turn_breaks_the_cache_is_a_warning(
+    monitor: CacheMonitor, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    run_parent(monitor, clock)
+    start_fork(monitor, "fork-1")
+
+    with caplog.at_level(logging.WARNING, logger="forkagent.cache"):
+        turn(monitor, "fork-1", fork_request("A", system=SYSTEM + "Now."), usage(write=2900))
+
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert record.name == "forkagent.cache"
+    assert "fork fork-1 read 0% of its first prompt" in record.getMessage()
+    assert "system[0] changed" in record.getMessage()
+    assert monitor.misses()[0].report.reasons == ("system_changed",)
+
+
+def test_a_sibling_sent_before_the_first_siblings_response_was_launched_too_early(
+    monitor: CacheMonitor, clock: Clock
+) -> None:
+    run_parent(monitor, clock)
+    start_fork(monitor, "fork-1")
+    start_fork(monitor, "fork-2")
+    monitor(RequestSent("fork-1", 0, fork_request("A")))
+    monitor(RequestSent("fork-2", 0, fork_request("B")))
+    clock.now += 1.0
+    # fork-2 read only the parent's part and wrote the shared part again.
+    monitor(ResponseReceived("fork-2", 1, response(usage(read=1000, write=1000)), 1.0))
+    monitor(ResponseReceived("fork-1", 1, response(usage(read=1000, write=1000)), 1.0))
+
+    second = monitor.reports("fork-2")[0].report
+    assert second.compared_with == "fork fork-1's shared prefix"
+    assert second.reasons == ("launched_before_cache",)
+    assert "response has begun" in second.findings[0].message
+
+
+def test_a_sibling_sent_after_the_first_response_reads_the_shared_prefix(
+    monitor: CacheMonitor, clock: Clock
+) -> None:
+    run_parent(monitor, clock)
+    start_fork(monitor, "fork-1")
+    start_fork(monitor, "fork-2")
+    turn(monitor, "fork-1", fork_request("A"), usage(read=1000, write=1000))
+    clock.now += 1.0
+    turn(monitor, "fork-2", fork_request("B"), usage(read=2000))
+
+    assert monitor.reports("fork-2")[0].report.status == "hit"
+    assert monitor.misses() == []
+
+
+def test_reports_reach_the_callback_and_carry_the_providers_diagnosis(clock: Clock) -> None:
+    seen: list[CacheExplained] = []
+    monitor = CacheMonitor(profiles=PROFILES, clock=clock, on_report=seen.append)
+    run_parent(monitor, clock)
+    diagnosis = {"type": "system_changed", "cache_missed_input_tokens": 2000}
+    monitor(RequestSent("main", 1, request(*PARENT_HISTORY, assistant("x"), user("y"))))
+    monitor(
+        ResponseReceived("main", 2, response(usage(write=2100), cache_diagnosis=diagnosis), 1.0)
+    )
+
+    assert [e.turn for e in seen] == [1, 2]
+    assert "provider_reported" in seen[-1].report.reasons
+    assert seen[-1] in monitor.misses()
+
+
+def test_a_listener_added_mid_run_treats_unknown_agents_as_roots(monitor: CacheMonitor) -> None:
+    events: list[Event] = [
+        ResponseReceived("ghost", 3, response(usage()), 1.0),  # no request seen: ignored
+        RequestSent("ghost", 3, request(*PARENT_HISTORY)),
+        ResponseReceived("ghost", 4, response(usage(read=10)), 1.0),
+    ]
+    for event in events:
+        monitor(event)
+
+    assert [e.report.status for e in monitor.reports()] == ["cold"]
+
+
+def test_the_shared_part_ends_at_the_marked_block() -> None:
+    child = fork_request("check module A")
+
+    shared = shared_part(child)
+
+    assert len(shared.messages) == 3
+    assert [type(b).__name__ for b in shared.messages[-1].content] == [
+        "ToolResultBlock",
+        "TextBlock",
+    ]
+    assert shared.shared_prefix_end is None
+    assert shared_part(request(*PARENT_HISTORY, user("x"))).messages == PARENT_HISTORY
