@@ -187,7 +187,7 @@ class Runtime:
             del self.runs[child.run.id]
             raise
         run = child.run
-        run.cwd = worktree.path
+        run.cwd = worktree.map_path(parent.cwd)
         last = run.messages[-1]
         notice = TextBlock(text=worktree_notice(worktree))
         run.messages[-1] = last.model_copy(update={"content": (*last.content, notice)})
