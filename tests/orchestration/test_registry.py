@@ -224,7 +224,7 @@ _WORKER = textwrap.dedent(
 
     registry = Registry(sys.argv[1])
     name = sys.argv[2]
-    for i in range(150):
+    for i in range(80):
         agent = f"{name}-{i}"
         registry.register(AgentRecord(id=agent, root_id=name, model="test:m"))
         registry.update(agent, turns=i, input_tokens=i * 10)
@@ -249,7 +249,7 @@ def test_two_processes_write_at_once_without_locking_errors(tmp_path: Path) -> N
     assert errors == ["", ""]
     assert [w.returncode for w in workers] == [0, 0]
     rows = Registry(path).list(limit=None)
-    assert len(rows) == 300
+    assert len(rows) == 160
     assert all(r.status == "completed" for r in rows)
 
 

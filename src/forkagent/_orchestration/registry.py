@@ -179,6 +179,7 @@ class Registry:
         self.timeout = timeout
         """Seconds a write waits for another process's write before giving up."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.path.touch(mode=0o600)  # SQLite gives its -wal and -shm files the same mode
         self._create()
 
     # -- writing -------------------------------------------------------------
@@ -238,7 +239,7 @@ class Registry:
         """The agent with this id, or with the only id that starts with it."""
         if not agent_id:
             raise RegistryError("give an agent id (or the start of one)")
-        with self._reading() as db:
+        with self._connection() as db:
             rows = db.execute("SELECT * FROM agents WHERE id = ?", (agent_id,)).fetchall()
             if not rows:
                 rows = db.execute(
@@ -261,7 +262,7 @@ class Registry:
     ) -> tuple[AgentRecord, ...]:
         """Running agents first, then the most recently started."""
         where = "" if include_finished else "WHERE status = 'running'"
-        with self._reading() as db:
+        with self._connection() as db:
             rows = db.execute(
                 f"SELECT * FROM agents {where} "
                 "ORDER BY status = 'running' DESC, started_at DESC LIMIT ?",
@@ -294,7 +295,7 @@ class Registry:
 
     def stop_requested(self, agent_id: str) -> bool:
         """Whether someone asked this agent (exact id) to stop; False for an unknown id."""
-        with self._reading() as db:
+        with self._connection() as db:
             row = db.execute(
                 "SELECT stop_requested FROM agents WHERE id = ?", (agent_id,)
             ).fetchone()
@@ -312,7 +313,7 @@ class Registry:
 
     def mark_lost(self) -> tuple[AgentRecord, ...]:
         """Mark ``lost`` the running agents whose process on this host has ended."""
-        with self._reading() as db:
+        with self._connection() as db:
             rows = db.execute(
                 "SELECT * FROM agents WHERE status = 'running' AND host = ?",
                 (socket.gethostname(),),
@@ -349,21 +350,17 @@ class Registry:
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one operation; SQLite's errors become ``RegistryError``."""
         try:
             db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            try:
+                db.row_factory = sqlite3.Row
+                db.execute("PRAGMA synchronous = NORMAL")
+                yield db
+            finally:
+                db.close()
         except sqlite3.Error as exc:
-            raise RegistryError(f"cannot open the agent registry {self.path}: {exc}") from exc
-        try:
-            db.row_factory = sqlite3.Row
-            db.execute("PRAGMA synchronous = NORMAL")
-            yield db
-        finally:
-            db.close()
-
-    @contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection]:
-        with self._connection() as db:
-            yield db
+            raise RegistryError(f"the agent registry {self.path}: {exc}") from exc
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
@@ -392,12 +389,10 @@ def _from_row(row: sqlite3.Row) -> AgentRecord:
 
 def _process_gone(record: AgentRecord) -> bool:
     """True only when we can tell: the pid is on this host and does not exist."""
-    if record.pid is None or record.host != socket.gethostname():
+    if record.pid is None or record.pid <= 0 or record.pid == os.getpid():
         return False
-    if record.pid == os.getpid():
+    if record.host != socket.gethostname():
         return False
-    if record.pid <= 0:
-        return True
     try:
         os.kill(record.pid, 0)
     except ProcessLookupError:

@@ -200,6 +200,8 @@ class UsageEntry(_Line):
 
 
 class StatusEntry(_Line):
+    """The agent's state changed; a final one carries its output or error."""
+
     type: Literal["status"] = "status"
     at: datetime = Field(default_factory=_now)
     status: TranscriptStatus

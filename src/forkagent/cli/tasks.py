@@ -132,7 +132,12 @@ def _ps_row(record: AgentRecord) -> tuple[str, ...]:
 
 
 def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
-    table = Table(*_PS_COLUMNS, box=None, header_style="bold")
+    """Every column whole (ids are what ``logs`` and ``stop`` take); only labels wrap."""
+    table = Table(box=None, header_style="bold")
+    for index, name in enumerate(_PS_COLUMNS[:-1]):
+        width = max(len(row[index]) for row in (_PS_COLUMNS, *rows))
+        table.add_column(name, no_wrap=True, min_width=width)
+    table.add_column(_PS_COLUMNS[-1], overflow="fold")
     for row in rows:
         table.add_row(*row)
     Console().print(table)
