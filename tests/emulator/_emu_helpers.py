@@ -1,0 +1,59 @@
+"""Shared helpers of the emulator tests: prompts of a known size."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forkagent.emulator import tokens
+
+_WORDS = (
+    "the quick brown fox jumps over the lazy dog and then runs far away into the deep "
+    "green forest where nobody has ever seen it again"
+).split()
+
+OPUS_41 = "claude-opus-4-1"
+"""Minimum cacheable prefix 1024 tokens (and not deprecated in the SDK)."""
+HAIKU_45 = "claude-haiku-4-5"
+"""Minimum 4096."""
+
+
+def text(n: int, tag: str = "") -> str:
+    """Exactly about ``n`` tokens of plain words; ``tag`` makes texts differ from the start."""
+    words = " ".join(_WORDS[i % len(_WORDS)] for i in range(n + 8))
+    return tokens.truncate(f"{tag} {words}" if tag else words, n)
+
+
+def ephemeral(ttl: str | None = None) -> dict[str, str]:
+    return {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+
+
+def system_block(n: int, tag: str = "", ttl: str | None = "5m") -> list[dict[str, Any]]:
+    block: dict[str, Any] = {"type": "text", "text": text(n, tag)}
+    if ttl:
+        block["cache_control"] = ephemeral(ttl)
+    return [block]
+
+
+def user(content: str, *, mark: bool = False) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": content}
+    if mark:
+        block["cache_control"] = ephemeral()
+    return {"role": "user", "content": [block]}
+
+
+def turns(count: int, *, mark_last: bool = False) -> list[dict[str, Any]]:
+    """``count`` alternating messages of one short block each, ending with a user turn."""
+    out: list[dict[str, Any]] = []
+    for i in range(count):
+        role = "user" if (count - i) % 2 == 1 else "assistant"
+        out.append({"role": role, "content": [{"type": "text", "text": f"turn {i}"}]})
+    if mark_last:
+        out[-1]["content"][-1]["cache_control"] = ephemeral()
+    return out
+
+
+TOOL = {
+    "name": "lookup",
+    "description": "Look a ticket up.",
+    "input_schema": {"type": "object", "properties": {"ticket": {"type": "string"}}},
+}
