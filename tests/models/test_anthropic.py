@@ -44,7 +44,9 @@ def _marked(body: dict[str, object]) -> list[str]:
     found = [f"tools[{i}]" for i, t in enumerate(body.get("tools", [])) if "cache_control" in t]  # type: ignore[attr-defined]
     found += [f"system[{i}]" for i, b in enumerate(body.get("system", [])) if "cache_control" in b]  # type: ignore[attr-defined]
     for m, message in enumerate(body["messages"]):  # type: ignore[attr-defined]
-        found += [f"messages[{m}][{b}]" for b, x in enumerate(message["content"]) if "cache_control" in x]
+        found += [
+            f"messages[{m}][{b}]" for b, x in enumerate(message["content"]) if "cache_control" in x
+        ]
     return found
 
 
@@ -132,7 +134,10 @@ def test_parse_response_keeps_thinking_parallel_calls_usage_and_diagnosis() -> N
                 "output_tokens": 7,
                 "cache_read_input_tokens": 100,
                 "cache_creation_input_tokens": 50,
-                "cache_creation": {"ephemeral_5m_input_tokens": 20, "ephemeral_1h_input_tokens": 30},
+                "cache_creation": {
+                    "ephemeral_5m_input_tokens": 20,
+                    "ephemeral_1h_input_tokens": 30,
+                },
             },
             "diagnostics": {"cache_miss_reason": {"type": "system_changed"}},
         }
@@ -158,7 +163,10 @@ def test_cache_writes_without_a_ttl_split_count_as_five_minutes() -> None:
 
 def _stream_events(json_pieces: list[str]) -> list[dict[str, object]]:
     return [
-        {"type": "message_start", "message": {"id": "m", "model": MODEL, "usage": {"input_tokens": 3}}},
+        {
+            "type": "message_start",
+            "message": {"id": "m", "model": MODEL, "usage": {"input_tokens": 3}},
+        },
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
         {"type": "content_block_stop", "index": 0},
@@ -168,11 +176,19 @@ def _stream_events(json_pieces: list[str]) -> list[dict[str, object]]:
             "content_block": {"type": "tool_use", "id": "t", "name": "lookup", "input": {}},
         },
         *[
-            {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": p}}
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": p},
+            }
             for p in json_pieces
         ],
         {"type": "content_block_stop", "index": 1},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use"},
+            "usage": {"output_tokens": 9},
+        },
         {"type": "message_stop"},
     ]
 
@@ -312,7 +328,7 @@ async def test_529_is_retried_then_reported_with_advice(
     model = AnthropicModel(MODEL, base_url=server.url, retry=RetryPolicy(max_retries=2))
     closing.append(model)
     emulator.faults.inject(Fault("overloaded"), times=3)
-    with pytest.raises(OverloadedError, match="overloaded.*Try again") as caught:
+    with pytest.raises(OverloadedError, match=r"overloaded.*Try again") as caught:
         await model.request(ModelRequest(model=MODEL, messages=(user("hi"),)))
     assert caught.value.status == 529
     assert len(sleeps) == 2
@@ -349,9 +365,13 @@ async def test_a_stream_cut_after_output_is_reported_not_half_returned(
 ) -> None:
     emulator.script("one two three four five six seven eight nine ten eleven twelve")
     emulator.faults.inject(Fault("cut_stream", after_events=5))
-    seen = []
-    with pytest.raises(StreamInterruptedError, match="nothing was added to the history"):
+    seen: list[object] = []
+
+    async def consume() -> None:
         async for event in model.stream(ModelRequest(model=MODEL, messages=(user("hi"),))):
             seen.append(event)
+
+    with pytest.raises(StreamInterruptedError, match="nothing was added to the history"):
+        await consume()
     assert seen
     assert all(isinstance(e, TextDelta) for e in seen)
