@@ -136,6 +136,8 @@ def test_bad_updates_are_refused(registry: Registry) -> None:
         registry.update("a", id="b")
     with pytest.raises(RegistryError, match="no agent with id 'b'"):
         registry.update("b", turns=1)
+    with pytest.raises(ValueError, match="'done' is not an agent status"):
+        registry.update("a", status="done")
 
 
 def test_listing_puts_running_agents_first_then_the_latest(registry: Registry) -> None:

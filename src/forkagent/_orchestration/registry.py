@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 from ..errors import ForkagentError
 from ..events import AgentKind
@@ -202,6 +202,8 @@ class Registry:
         unknown = set(changes) - _UPDATABLE
         if unknown:
             raise TypeError(f"AgentRecord has no updatable field {', '.join(sorted(unknown))}")
+        if "status" in changes and changes["status"] not in get_args(RecordStatus):
+            raise ValueError(f"{changes['status']!r} is not an agent status")
         now = time.time()
         values = dict(changes, updated_at=now)
         if changes.get("status") in FINAL_STATUSES:

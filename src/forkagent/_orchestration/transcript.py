@@ -93,10 +93,11 @@ def transcript_path(root_id: str, agent_id: str, *, base: Path | None = None) ->
     return folder / f"{_file_name(agent_id)}.jsonl"
 
 
-def _file_name(agent_id: str) -> str:
-    if not agent_id or agent_id in {".", ".."} or any(c in agent_id for c in "/\\\0"):
-        raise ValueError(f"{agent_id!r} cannot be used as a file name")
-    return agent_id
+def _file_name(name: str) -> str:
+    """An id, checked to be one path component (ids come from other processes too)."""
+    if not name or name in {".", ".."} or any(c in name for c in "/\\\0"):
+        raise ValueError(f"{name!r} cannot be used as a file name")
+    return name
 
 
 # -- lines ---------------------------------------------------------------------
