@@ -6,10 +6,24 @@ from typing import Any
 
 from forkagent.emulator import tokens
 
-_WORDS = (
-    "the quick brown fox jumps over the lazy dog and then runs far away into the deep "
-    "green forest where nobody has ever seen it again"
-).split()
+_WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "and",
+    "runs",
+    "far",
+    "into",
+    "the",
+    "deep",
+    "forest",
+]
 
 OPUS_41 = "claude-opus-4-1"
 """Minimum cacheable prefix 1024 tokens (and not deprecated in the SDK)."""

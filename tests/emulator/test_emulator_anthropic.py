@@ -401,12 +401,14 @@ def test_rule_diagnostics_not_found_unavailable_and_null(claude: anthropic.Anthr
     }
     first = create(claude, **base)
     lost = create(claude, **base, diagnostics={"previous_message_id": "msg_unknown"})
-    assert lost.diagnostics is not None and lost.diagnostics.cache_miss_reason is not None
+    assert lost.diagnostics is not None
+    assert lost.diagnostics.cache_miss_reason is not None
     assert lost.diagnostics.cache_miss_reason.type == "previous_message_not_found"
     other = create(
         claude, **base, tool_choice={"type": "none"}, diagnostics={"previous_message_id": first.id}
     )
-    assert other.diagnostics is not None and other.diagnostics.cache_miss_reason is not None
+    assert other.diagnostics is not None
+    assert other.diagnostics.cache_miss_reason is not None
     assert other.diagnostics.cache_miss_reason.type == "unavailable"
     grown = [user("hello"), {"role": "assistant", "content": "hi"}, user("more")]
     kept = create(
