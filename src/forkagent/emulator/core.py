@@ -191,8 +191,8 @@ class Emulator:
         return Exchange(chat_api.error_status(error), headers, chat_api.error_body(error))
 
     def _route_table(self) -> list[tuple[str, re.Pattern[str], Handler]]:
-        model = r"/v1beta/models/(?P<model>[^:/]+)"
-        cache = r"/v1beta/(?P<name>cachedContents/[^/]+)"
+        model = r"/v1(?:beta)?/models/(?P<model>[^:/]+)"
+        cache = r"/v1(?:beta)?/(?P<name>cachedContents/[^/]+)"
         table: list[tuple[str, str, Handler]] = [
             ("POST", "/v1/messages", self._messages),
             ("POST", "/v1/messages/count_tokens", self._json(self._anthropic.count_tokens)),
@@ -202,8 +202,12 @@ class Emulator:
             ("POST", model + ":streamGenerateContent", self._gemini_stream),
             ("POST", model + ":countTokens", self._json(self._gemini.count_tokens)),
             ("GET", "/v1beta/models", self._json(lambda call: _gemini_models())),
-            ("POST", "/v1beta/cachedContents", self._json(self._gemini.create_cache)),
-            ("GET", "/v1beta/cachedContents", self._json(lambda call: self._gemini.list_caches())),
+            ("POST", "/v1(?:beta)?/cachedContents", self._json(self._gemini.create_cache)),
+            (
+                "GET",
+                "/v1(?:beta)?/cachedContents",
+                self._json(lambda call: self._gemini.list_caches()),
+            ),
             ("GET", cache, self._json(lambda call: self._gemini.get_cache(call.params["name"]))),
             (
                 "DELETE",
@@ -399,9 +403,12 @@ class Emulator:
         self._prefixes.store.abandon(number)
 
 
+_GEMINI_PATH = re.compile(r"/v1beta/|/v1/models/[^/]+:|/v1/cachedContents")
+
+
 def wire_for(path: str, headers: Mapping[str, str]) -> Wire:
     """Whose error shape a path gets (also for unknown routes)."""
-    if path.startswith("/v1beta"):
+    if _GEMINI_PATH.match(path):
         return "gemini"
     if path.startswith("/v1/messages") or "anthropic-version" in headers:
         return "anthropic"

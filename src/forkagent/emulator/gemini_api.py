@@ -201,8 +201,7 @@ class GeminiTurn(Turn):
         if not contents:
             raise invalid("contents is not specified")
         self._cached = api.cache_for(body, self.model)
-        prior = list(self._cached.contents) if self._cached else []
-        _check_turns(prior + contents)
+        _check_turns(contents)
         config = optional(body, "generationConfig", dict) or {}
         self.max_tokens = config.get("maxOutputTokens")
         thinking = config.get("thinkingConfig") or {}
