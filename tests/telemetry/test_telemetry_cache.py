@@ -46,6 +46,15 @@ def test_a_request_that_extends_the_previous_one_and_reads_it_is_a_hit() -> None
     assert report.summary.startswith("cache hit: read 1,500 of ~")
 
 
+def test_equal_copies_of_the_messages_extend_the_previous_request_too() -> None:
+    copies = request(*(m.model_copy() for m in HISTORY), user("Now change it to Lyon."))
+
+    report = explain(PREVIOUS, copies, WARM, profile=ANTHROPIC)
+
+    assert report.status == "hit"
+    assert report.difference is None
+
+
 def test_a_first_request_is_cold() -> None:
     report = explain(None, PREVIOUS, COLD, profile=ANTHROPIC)
 
@@ -149,6 +158,17 @@ def test_a_prefix_below_the_minimum() -> None:
     assert report.reasons == ("below_minimum",)
     assert "1,024" in report.findings[0].message
     assert report.expected_tokens < 1024
+
+
+def test_a_prefix_below_the_minimum_overrules_timing() -> None:
+    small = Usage(input_tokens=600, output_tokens=10, requests=1)
+    profile = ModelProfile(
+        provider="anthropic", warmup="first_response_ends", min_cache_tokens=1024
+    )
+
+    report = explain(PREVIOUS, NEXT, small, profile=profile, elapsed=900.0, cache_ready=False)
+
+    assert report.reasons == ("below_minimum",)
 
 
 def test_a_cold_prompt_below_the_minimum_says_it_will_not_be_cached() -> None:

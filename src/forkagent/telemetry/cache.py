@@ -276,29 +276,19 @@ def _shortfall_findings(
     *,
     explained: bool,
 ) -> list[CacheFinding]:
-    """Reasons the shared prefix itself was not read."""
-    findings: list[CacheFinding] = []
-    if not cache_ready:
-        event = "ended" if profile.warmup == "first_response_ends" else "begun"
-        findings.append(
-            CacheFinding(
-                "launched_before_cache",
-                f"sent while the request it shares a prefix with was still in flight: "
-                f"{profile.provider} makes a cache entry readable only once the first "
-                f"response has {event}, so it most likely did not exist yet "
-                "(release siblings after the first response, or pre-warm)",
-            )
-        )
-    ttl = TTL_SECONDS[previous.settings.cache_ttl]
-    if elapsed is not None and elapsed > ttl:
-        findings.append(
-            CacheFinding(
-                "ttl_expired",
-                f"{elapsed:,.0f}s passed since the request it extends started; "
-                f"a {previous.settings.cache_ttl} cache entry lives {ttl:,.0f}s, so it had expired",
-            )
-        )
-    findings += _minimum_findings(expected, profile, "the shared prefix")
+    """Reasons the shared prefix itself was not read.
+
+    A prefix below the minimum settles it: nothing was ever cached, so timing
+    cannot have mattered.
+    """
+    below = _minimum_findings(expected, profile, "the shared prefix")
+    if below:
+        return below
+    findings = [
+        finding
+        for finding in (_launch_finding(profile, cache_ready), _ttl_finding(previous, elapsed))
+        if finding is not None
+    ]
     if not findings and not explained:
         findings.append(
             CacheFinding(
@@ -309,6 +299,30 @@ def _shortfall_findings(
             )
         )
     return findings
+
+
+def _launch_finding(profile: ModelProfile, cache_ready: bool) -> CacheFinding | None:
+    if cache_ready:
+        return None
+    event = "ended" if profile.warmup == "first_response_ends" else "begun"
+    return CacheFinding(
+        "launched_before_cache",
+        f"sent while the request it shares a prefix with was still in flight: "
+        f"{profile.provider} makes a cache entry readable only once the first "
+        f"response has {event}, so it most likely did not exist yet "
+        "(release siblings after the first response, or pre-warm)",
+    )
+
+
+def _ttl_finding(previous: ModelRequest, elapsed: float | None) -> CacheFinding | None:
+    ttl = TTL_SECONDS[previous.settings.cache_ttl]
+    if elapsed is None or elapsed <= ttl:
+        return None
+    return CacheFinding(
+        "ttl_expired",
+        f"{elapsed:,.0f}s passed since the request it extends started; "
+        f"a {previous.settings.cache_ttl} cache entry lives {ttl:,.0f}s, so it had expired",
+    )
 
 
 def _minimum_findings(tokens: int, profile: ModelProfile, what: str) -> list[CacheFinding]:

@@ -9,7 +9,7 @@ and the tree says that the rest is unknown. It never counts it as 0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rich.text import Text
@@ -254,7 +254,7 @@ class _Outline:
 
 
 def _outline(node: UsageNode, *, root: bool = False) -> _Outline:
-    own = (ModelCost(m, u, _price(m, u)) for m, u in node.models.items())
+    own = [ModelCost(m, u, _price(m, u)) for m, u in node.models.items()]
     details = [f"own: {_usage_text(node.usage)} · {_cost_text(own)}"]
     if node.children:
         details.append(f"with children: {_usage_text(node.total)} · {_cost_text(node.model_costs)}")
@@ -278,12 +278,15 @@ def _by_model_outline(node: UsageNode) -> _Outline:
 
 
 def _usage_text(usage: Usage) -> str:
-    write = f"cache write {usage.cache_write_5m_tokens:,} 5m"
+    write = f"cache write {usage.cache_write_tokens:,}"
     if usage.cache_write_1h_tokens:
-        write += f" + {usage.cache_write_1h_tokens:,} 1h"
+        write = (
+            f"cache write {usage.cache_write_5m_tokens:,} 5m + {usage.cache_write_1h_tokens:,} 1h"
+        )
+    plural = "" if usage.requests == 1 else "s"
     return (
         f"in {usage.input_tokens:,} · out {usage.output_tokens:,} · "
-        f"cache read {usage.cache_read_tokens:,} · {write} · {usage.requests} requests"
+        f"cache read {usage.cache_read_tokens:,} · {write} · {usage.requests} request{plural}"
     )
 
 
@@ -291,14 +294,16 @@ def _money(value: float | None) -> str:
     return "cost unknown" if value is None else f"${value:.4f}"
 
 
-def _cost_text(lines: Iterable[ModelCost]) -> str:
+def _cost_text(lines: Sequence[ModelCost]) -> str:
     """Known cost, and which models it leaves out."""
-    lines = list(lines)
-    known = sum(line.cost for line in lines if line.cost is not None)
+    priced = [line.cost for line in lines if line.cost is not None]
     unpriced = [line.model or "an unknown model" for line in lines if line.cost is None]
     if not unpriced:
-        return _money(known)
-    return f"${known:.4f} + unknown (no price for {', '.join(unpriced)})"
+        return _money(sum(priced))
+    missing = f"no price for {', '.join(unpriced)}"
+    if not priced:
+        return f"cost unknown ({missing})"
+    return f"${sum(priced):.4f} + unknown ({missing})"
 
 
 def _text_lines(outline: _Outline) -> list[str]:
