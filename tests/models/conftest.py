@@ -18,7 +18,13 @@ from forkagent.emulator import (
 )
 from forkagent.models import Model, _retry
 
-KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "DASHSCOPE_API_KEY", "DEEPSEEK_API_KEY", "GEMINI_API_KEY")
+KEYS = (
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "DASHSCOPE_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "GEMINI_API_KEY",
+)
 UNSET = (
     "GOOGLE_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",

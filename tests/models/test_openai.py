@@ -55,7 +55,11 @@ def test_tool_results_become_tool_messages_and_their_images_a_user_message() -> 
     assert [m["role"] for m in messages] == [
         "system", "user", "assistant", "tool", "tool", "user", "assistant", "user"
     ]  # fmt: skip
-    assert messages[3] == {"role": "tool", "tool_call_id": "call_a", "content": "A: open, owner Kim"}
+    assert messages[3] == {
+        "role": "tool",
+        "tool_call_id": "call_a",
+        "content": "A: open, owner Kim",
+    }
     assert messages[4]["content"] == "bad arguments"
     assert messages[5]["content"] == [
         {"type": "image_url", "image_url": {"url": "https://x/e.png"}},
@@ -139,7 +143,9 @@ def test_usage_fields_of_each_server(body: dict[str, Any], expected: tuple[int, 
 
 
 def test_llamacpp_reports_reuse_in_its_timings() -> None:
-    usage = parse_usage({"usage": {"prompt_tokens": 300}, "timings": {"cache_n": 256, "prompt_n": 44}})
+    usage = parse_usage(
+        {"usage": {"prompt_tokens": 300}, "timings": {"cache_n": 256, "prompt_n": 44}}
+    )
     assert (usage.input_tokens, usage.cache_read_tokens) == (44, 256)
 
 
@@ -172,16 +178,25 @@ def test_parse_response_reads_reasoning_calls_and_finish_reason() -> None:
     assert list(first.input) == ["z", "a"]
     assert second == ToolUseBlock(id="c2", name="lookup", raw_arguments='{"key": ')
     assert response.stop_reason == "tool_use"
-    assert parse_response({"choices": [{"message": {}, "finish_reason": "length"}]}).stop_reason == (
-        "max_tokens"
-    )
+    assert parse_response(
+        {"choices": [{"message": {}, "finish_reason": "length"}]}
+    ).stop_reason == ("max_tokens")
 
 
 def _chunks() -> list[dict[str, Any]]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "c", "model": "gpt-4.1", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": "c",
+            "model": "gpt-4.1",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
-    call = {"index": 0, "id": "t1", "type": "function", "function": {"name": "lookup", "arguments": ""}}
+    call = {
+        "index": 0,
+        "id": "t1",
+        "type": "function",
+        "function": {"name": "lookup", "arguments": ""},
+    }
     return [
         chunk({"role": "assistant", "reasoning_content": "hm"}),
         chunk({"content": "Hel"}),
@@ -228,7 +243,9 @@ def test_local_engines_need_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
 # --- through the SDK, over loopback HTTP -----------------------------------------------------------
 
 
-def _model(server: RunningServer, closing: list[Model], name: str, dialect: ChatDialect) -> OpenAIModel:
+def _model(
+    server: RunningServer, closing: list[Model], name: str, dialect: ChatDialect
+) -> OpenAIModel:
     made = OpenAIModel(name, dialect=dialect, base_url=server.url + "/v1", retry=FAST)
     closing.append(made)
     return made

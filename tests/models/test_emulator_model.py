@@ -1,0 +1,150 @@
+"""``emulator:<model-id>``: the real adapters over ``Emulator.dispatch``, in process."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from forkagent.emulator import CacheSettings, Emulator, Fault, Latency, default_emulator
+from forkagent.errors import (
+    ConfigurationError,
+    OverloadedError,
+    ProviderError,
+    StreamInterruptedError,
+    UnknownModelError,
+)
+from forkagent.messages import user
+from forkagent.models import Model, ResponseComplete, TextDelta
+from forkagent.models._retry import RetryPolicy
+from forkagent.models.anthropic import AnthropicModel
+from forkagent.models.compat import DASHSCOPE, DEEPSEEK
+from forkagent.models.emulator import EmulatorModel, family
+from forkagent.models.gemini import GeminiModel
+from forkagent.models.openai import OpenAIModel
+from forkagent.requests import ModelRequest
+
+from ._helpers import FAST, LONG_SYSTEM, check_conversation, converse, script_tool_turn
+
+
+@pytest.fixture
+def emu() -> Emulator:
+    return Emulator(
+        latency=Latency(ttft=0.001, tokens_per_second=1e6),
+        settings=CacheSettings(deepseek_build_delay=0.0),
+    )
+
+
+@pytest.mark.parametrize(
+    ("model_id", "expected"),
+    [
+        ("claude-haiku-4-5", "anthropic"),
+        ("gpt-4.1", "openai"),
+        ("o4-mini", "openai"),
+        ("qwen-plus", "dashscope"),
+        ("qwen3-max", "dashscope"),
+        ("deepseek-reasoner", "deepseek"),
+        ("gemini-2.5-pro", "gemini"),
+    ],
+)
+def test_the_model_id_picks_the_wire_format(model_id: str, expected: str) -> None:
+    assert family(model_id) == expected
+
+
+def test_an_unknown_family_is_a_clear_error() -> None:
+    with pytest.raises(UnknownModelError, match="claude-, gpt-"):
+        EmulatorModel("llama-3")
+
+
+async def test_the_profile_mirrors_the_real_provider(closing: list[Model]) -> None:
+    pairs: list[tuple[str, Model]] = [
+        ("claude-haiku-4-5", AnthropicModel("claude-haiku-4-5")),
+        ("qwen-plus", OpenAIModel("qwen-plus", dialect=DASHSCOPE)),
+        ("deepseek-chat", OpenAIModel("deepseek-chat", dialect=DEEPSEEK)),
+        ("gemini-2.5-pro", GeminiModel("gemini-2.5-pro")),
+    ]
+    for model_id, real in pairs:
+        closing.append(real)
+        emulated = EmulatorModel(model_id).profile
+        assert emulated == dataclasses.replace(real.profile, provider="emulator")
+
+
+def test_every_emulator_model_shares_the_default_emulator() -> None:
+    assert EmulatorModel("gpt-4.1").emulator is EmulatorModel("claude-opus-4-5").emulator
+    assert EmulatorModel("gpt-4.1").emulator is default_emulator()
+
+
+@pytest.mark.parametrize(
+    ("model_id", "stream"),
+    [
+        ("claude-opus-4-1", False),
+        ("claude-opus-4-1", True),
+        ("gpt-4.1", True),
+        ("qwen-plus", False),
+        ("deepseek-chat", True),
+        ("gemini-2.5-flash", False),
+        ("gemini-2.5-flash", True),
+    ],
+)
+async def test_multi_turn_tool_conversation_in_process(
+    emu: Emulator, model_id: str, stream: bool
+) -> None:
+    script_tool_turn(emu)
+    check_conversation(await converse(EmulatorModel(model_id, emu, retry=FAST), stream=stream))
+
+
+async def test_provider_errors_are_typed_like_the_real_adapters(
+    emu: Emulator, sleeps: list[float]
+) -> None:
+    request = ModelRequest(model="claude-opus-4-1", messages=(user("hi"),))
+    emu.faults.inject(Fault("rate_limit", retry_after=0.5))
+    assert (await EmulatorModel("claude-opus-4-1", emu).request(request)).message.text
+    assert sleeps == [0.5]
+    emu.faults.inject(Fault("overloaded"), times=2)
+    model = EmulatorModel("claude-opus-4-1", emu, retry=RetryPolicy(max_retries=1))
+    with pytest.raises(OverloadedError, match="emulator"):
+        await model.request(request)
+    emu.faults.inject(Fault("server_error"), times=2)
+    chat = EmulatorModel("gpt-4.1", emu, retry=RetryPolicy(max_retries=1))
+    with pytest.raises(ProviderError) as caught:
+        await chat.request(request.model_copy(update={"model": "gpt-4.1"}))
+    assert caught.value.status == 500
+
+
+async def test_a_cut_stream_in_process(emu: Emulator, sleeps: list[float]) -> None:
+    model = EmulatorModel("gpt-4.1", emu, retry=FAST)
+    request = ModelRequest(model="gpt-4.1", messages=(user("one two three four five six"),))
+    emu.faults.inject(Fault("cut_stream", after_events=0))
+    events = [e async for e in model.stream(request)]
+    assert isinstance(events[-1], ResponseComplete)
+    emu.faults.inject(Fault("cut_stream", after_events=3))
+    seen: list[object] = []
+
+    async def consume() -> None:
+        async for event in model.stream(request):
+            seen.append(event)
+
+    with pytest.raises(StreamInterruptedError):
+        await consume()
+    assert seen
+    assert all(isinstance(e, TextDelta) for e in seen)
+
+
+async def test_adapter_options_pass_through(emu: Emulator) -> None:
+    claude = EmulatorModel("claude-opus-4-1", emu, diagnostics=True)
+    first = ModelRequest(model="claude-opus-4-1", system=LONG_SYSTEM, messages=(user("hi"),))
+    reply = await claude.request(first)
+    changed = first.model_copy(
+        update={"system": "Other. " * 900, "messages": (*first.messages, reply.message, user("x"))}
+    )
+    diagnosis = (await claude.request(changed)).cache_diagnosis
+    assert diagnosis is not None
+    assert diagnosis["type"] == "system_changed"
+    warm = await claude.prewarm(first)
+    assert warm is not None
+    assert warm.output_tokens == 0
+    with pytest.raises(ConfigurationError, match="Claude"):
+        EmulatorModel("gpt-4.1", emu, diagnostics=True)
+    with pytest.raises(ConfigurationError, match="Gemini"):
+        EmulatorModel("gpt-4.1", emu, explicit_cache=True)
+    assert EmulatorModel("gemini-2.5-flash", emu, explicit_cache=True).profile.warmup == "none"
