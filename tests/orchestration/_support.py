@@ -2,23 +2,61 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from forkagent import Agent
 from forkagent._orchestration.fork import is_fork_history
 from forkagent.events import AgentStarted, Event
 from forkagent.messages import AssistantMessage, Message, ToolResultBlock, UserMessage
 from forkagent.models import Model
+from forkagent.models.function import Reply
 from forkagent.requests import ModelRequest
+from forkagent.testing import FunctionModel
+
+ROOT_PROMPT = "You are the root agent of a forkagent test."
+
+Answer: TypeAlias = Reply | Callable[[ModelRequest], Reply]
 
 
 def make_agent(model: Model, cwd: Path, **options: Any) -> Agent:
     """An agent that reads no agent files and has only the tools the test gives it."""
     options.setdefault("builtin_tools", False)
     options.setdefault("subagents", False)
+    options.setdefault("system_prompt", ROOT_PROMPT)
     return Agent(model=model, cwd=cwd, load_agent_files=False, **options)
+
+
+def is_root(request: ModelRequest) -> bool:
+    return request.system_text.startswith(ROOT_PROMPT) and not is_child(request)
+
+
+def turn_of(request: ModelRequest) -> int:
+    """How many answers the agent sending ``request`` has had so far."""
+    return sum(isinstance(m, AssistantMessage) for m in request.messages)
+
+
+def tree_model(
+    root: Sequence[Answer],
+    *,
+    fork: Callable[[ModelRequest], Reply] = lambda r: "Scope: fork done.",
+    named: Callable[[ModelRequest], Reply] = lambda r: "named done",
+    name: str = "tree",
+) -> FunctionModel:
+    """One model for a whole tree: the root follows ``root`` turn by turn (then says
+    "root done"); fork children answer with ``fork``, named agents with ``named``."""
+
+    def answer(request: ModelRequest) -> Reply:
+        if is_child(request):
+            return fork(request)
+        if not is_root(request):
+            return named(request)
+        turn = turn_of(request)
+        item = root[turn] if turn < len(root) else "root done"
+        return item(request) if callable(item) else item
+
+    return FunctionModel(answer, name=name)
 
 
 class Events(list[Event]):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import AgentSpawnError, ForkagentError
+from ..errors import AgentSpawnError, ForkagentError, ToolError
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentStatus, Event
 from ..messages import JsonValue, TextBlock
 from .budget import Budget, Limits
@@ -118,10 +118,10 @@ class Runtime:
     # -- the Agent tool ------------------------------------------------------
 
     async def spawn(self, parent: AgentRun, request: SpawnRequest) -> str:
-        """Run the Agent tool's call; every refusal is a message for the model."""
+        """Run the Agent tool's call; every refusal is an error result for the model."""
         refusal = self._refusal(parent)
         if refusal:
-            return refusal
+            raise ToolError(refusal)
         route = decide_route(
             fork=request.fork,
             subagent_type=request.subagent_type,
@@ -139,7 +139,7 @@ class Runtime:
                     + estimate.summary(),
                 )
         if route.kind == "named" and parent.depth >= self.options.max_depth:
-            return (
+            raise ToolError(
                 f"Refused: agents may nest only {self.options.max_depth} levels deep and "
                 "this agent is at the limit. Do the work with your own tools."
             )
@@ -148,7 +148,7 @@ class Runtime:
             if (request.isolation or child.isolation) == "worktree":
                 await self._isolate(child, parent)
         except ForkagentError as exc:
-            return f"Refused: {exc}"
+            raise ToolError(f"Refused: {exc}") from None
         background = (
             request.run_in_background
             if request.run_in_background is not None
