@@ -234,11 +234,15 @@ def _change_finding(
 ) -> CacheFinding:
     reason = _LAYER_REASONS[difference.layer]
     if difference.layer == "model":
-        return CacheFinding(reason, f"the model changed ({difference.detail}): nothing is shared")
+        return CacheFinding(
+            reason,
+            f"the model changed ({difference.detail}); a cache entry belongs to one model, "
+            "so nothing is shared",
+        )
     if difference.layer == "settings":
         return CacheFinding(
             reason,
-            f"request settings {difference.detail}: settings are part of the cache key, "
+            f"request settings {difference.detail}; settings are part of the cache key, "
             "so nothing is shared",
         )
     where = f"{difference.label} changed at byte {difference.byte_offset} of its canonical JSON"
