@@ -154,16 +154,13 @@ def explain(
         return report.build("cold", 0, _minimum_findings(prompt, profile, "the prompt"))
     difference = None if _extends(previous, current) else first_difference(previous, current)
     expected = round(sum(sizes[: _shared_blocks(previous, difference)]) * per_byte)
-    findings: list[CacheFinding] = []
     if difference is not None:
-        findings.append(_change_finding(difference, previous, current, expected))
-    shortfall = usage.cache_read_tokens < hit_fraction * expected
-    if shortfall:
-        findings += _shortfall_findings(
-            expected, profile, previous, elapsed, cache_ready, explained=difference is not None
-        )
-    status: CacheStatus = "miss" if difference is not None or shortfall else "hit"
-    return report.build(status, expected, findings, difference)
+        finding = _change_finding(difference, previous, current, expected)
+        return report.build("miss", expected, [finding], difference)
+    if usage.cache_read_tokens >= hit_fraction * expected:
+        return report.build("hit", expected, [])
+    findings = _shortfall_findings(expected, profile, previous, elapsed, cache_ready)
+    return report.build("miss", expected, findings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,10 +274,8 @@ def _shortfall_findings(
     previous: ModelRequest,
     elapsed: float | None,
     cache_ready: bool,
-    *,
-    explained: bool,
 ) -> list[CacheFinding]:
-    """Reasons the shared prefix itself was not read.
+    """Why an unchanged prefix was not read.
 
     A prefix below the minimum settles it: nothing was ever cached, so timing
     cannot have mattered.
@@ -293,7 +288,7 @@ def _shortfall_findings(
         for finding in (_launch_finding(profile, cache_ready), _ttl_finding(previous, elapsed))
         if finding is not None
     ]
-    if not findings and not explained:
+    if not findings:
         findings.append(
             CacheFinding(
                 "unexplained",

@@ -328,7 +328,7 @@ class OtelListener:
         if span is None:
             return
         if event.is_error:
-            _fail(span, "tool_error", event.preview)
+            _fail(span, "tool_error", "the tool returned an error")  # its text may be private
         span.end()
 
 

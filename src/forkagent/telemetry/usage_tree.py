@@ -75,7 +75,7 @@ class UsageNode:
     @property
     def usage(self) -> Usage:
         """This agent's own usage, children excluded."""
-        return _sum(self.models.values())
+        return sum(self.models.values(), Usage())
 
     @property
     def cost(self) -> float | None:
@@ -86,7 +86,7 @@ class UsageNode:
     @property
     def total(self) -> Usage:
         """The subtree's usage: this agent and every descendant."""
-        return _sum(self.by_model.values())
+        return sum(self.by_model.values(), Usage())
 
     @property
     def model_costs(self) -> tuple[ModelCost, ...]:
@@ -227,13 +227,6 @@ class UsageRecorder:
 
     def tree(self) -> UsageNode:
         return build_usage_tree(self.records())
-
-
-def _sum(usages: Iterable[Usage]) -> Usage:
-    total = Usage()
-    for usage in usages:
-        total = total + usage
-    return total
 
 
 def _price(model: str, usage: Usage) -> float | None:
