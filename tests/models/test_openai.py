@@ -316,3 +316,10 @@ async def test_a_cut_stream_is_retried_when_nothing_was_shown(
     events = [e async for e in model.stream(ModelRequest(model="gpt-4.1", messages=(user("hi"),)))]
     assert isinstance(events[-1], ResponseComplete)
     assert len(sleeps) == 1
+
+
+def test_a_refusal_is_kept_as_text_with_its_stop_reason() -> None:
+    message = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    response = parse_response({"choices": [{"message": message, "finish_reason": "stop"}]})
+    assert response.message.text == "I can't help with that."
+    assert response.stop_reason == "refusal"

@@ -487,9 +487,18 @@ class GeminiModel(Model):
         async with self._locks.setdefault(key, asyncio.Lock()):
             entry = self._caches.get(key)
             if entry is None or entry.expires <= time.monotonic():
+                self._forget_expired()
                 entry = await self._create(body, count)
                 self._caches[key] = entry
         return entry.prefix
+
+    def _forget_expired(self) -> None:
+        """Drop families whose cache has run out, so a long run does not pile them up."""
+        now = time.monotonic()
+        for key in [k for k, e in self._caches.items() if e.expires <= now]:
+            del self._caches[key]
+            if not self._locks[key].locked():
+                del self._locks[key]
 
     async def _create(self, body: Body, count: int) -> _CacheEntry:
         lifetime = float(as_str(body["ttl"]).rstrip("s"))

@@ -278,7 +278,8 @@ def parse_response(body: Mapping[str, JsonValue]) -> ModelResponse:
     message = as_dict(choice.get("message"))
     reasoning = as_str(message.get("reasoning_content")) or as_str(message.get("reasoning"))
     content: list[ContentBlock] = [ThinkingBlock(thinking=reasoning)] if reasoning else []
-    if text := as_str(message.get("content")):
+    refusal = as_str(message.get("refusal"))
+    if text := as_str(message.get("content")) or refusal:
         content.append(TextBlock(text=text))
     for raw in as_list(message.get("tool_calls")):
         call = as_dict(raw)
@@ -295,7 +296,7 @@ def parse_response(body: Mapping[str, JsonValue]) -> ModelResponse:
     finish = as_str(choice.get("finish_reason"))
     return ModelResponse(
         message=AssistantMessage(content=tuple(content)),
-        stop_reason=_FINISH_REASONS.get(finish, "end_turn"),
+        stop_reason="refusal" if refusal else _FINISH_REASONS.get(finish, "end_turn"),
         usage=parse_usage(body),
         model=as_str(body.get("model")),
         response_id=as_str(body.get("id")) or None,
