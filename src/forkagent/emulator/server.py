@@ -17,7 +17,9 @@ class RunningServer:
 
     def __init__(self, emulator: Emulator, host: str, port: int, log_level: str) -> None:
         self.emulator = emulator
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that name it,
+        # and without it every response waits ~40 ms for a delayed ACK.
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, port))
         self.host = host
