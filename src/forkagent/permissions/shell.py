@@ -52,6 +52,8 @@ _WORD_PARTS = _WORDS | {
 }
 _TEST_EXPRESSIONS = frozenset({"unary_expression", "binary_expression", "test_operator"})
 _TEST_TOKENS = frozenset({"[", "]", "!", "=", "==", "!="})
+_TEST_LEAVES = frozenset({"test_operator", "extglob_pattern"})
+"""Read as plain words inside ``[ ]`` (the grammar shares them with ``[[ ]]``)."""
 _TEST_EVALUATES_SUBSCRIPTS = frozenset({"-v", "-R"})
 
 _TO_FILE = frozenset({">", ">>", "&>", "&>>", ">|"})
@@ -218,7 +220,7 @@ class _Checker:
         parts = list(node.children)
         while parts:
             part = parts.pop()
-            if part.type in _WORDS or part.type == "test_operator":
+            if part.type in _WORDS or part.type in _TEST_LEAVES:
                 self._test_word(part)
             elif part.type in _TEST_EXPRESSIONS:
                 parts.extend(part.children)
@@ -226,7 +228,10 @@ class _Checker:
                 raise _refused(part)
 
     def _test_word(self, node: Node) -> None:
-        word = Word(_text(node)) if node.type == "test_operator" else self._word(node)
+        if node.type in _TEST_LEAVES and node.child_count == 0:
+            word = read_word(_text(node))
+        else:
+            word = self._word(node)
         if not word.literal:
             raise Denied(
                 f"`[ ... ]` word `{word.text}` is expanded at run time; with operators such as "
