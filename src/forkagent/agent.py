@@ -313,6 +313,8 @@ class Session:
 
     async def aclose(self) -> None:
         """Cancel every child still running and wait for them to stop."""
+        # The cancelled children's reports must not start a new main-agent turn.
+        self.runtime.on_notification = None
         self.runtime.cancel_all()
         for resume in self._resumes:
             resume.cancel()
