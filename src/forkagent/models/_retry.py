@@ -15,7 +15,8 @@ import email.utils
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -91,7 +92,7 @@ class StreamAccumulator(Protocol):
 
 async def stream_with_retries(
     policy: RetryPolicy,
-    open_stream: Callable[[], AsyncIterator[Mapping[str, JsonValue]]],
+    open_stream: Callable[[], AsyncGenerator[Mapping[str, JsonValue], None]],
     accumulator: Callable[[], StreamAccumulator],
 ) -> AsyncIterator[StreamEvent]:
     """Stream a reply, retrying cuts that happen before the first delta went out."""
@@ -100,10 +101,11 @@ async def stream_with_retries(
         sink = accumulator()
         delivered = False
         try:
-            async for event in open_stream():
-                for delta in sink.feed(event):
-                    delivered = True
-                    yield delta
+            async with aclosing(open_stream()) as events:
+                async for event in events:
+                    for delta in sink.feed(event):
+                        delivered = True
+                        yield delta
             response = sink.finish()
         except ProviderError as error:
             if delivered:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,7 +28,7 @@ class Transport(Protocol):
     async def send(self, body: Body) -> Body:
         """The complete reply body."""
 
-    def stream(self, body: Body) -> AsyncIterator[Body]:
+    def stream(self, body: Body) -> AsyncGenerator[Body, None]:
         """The reply's stream events, in order."""
 
     async def aclose(self) -> None:
@@ -95,7 +95,7 @@ class SdkTransport:
             reply = await self._create(**self._arguments(body))
             return _as_dict(reply)
 
-    async def stream(self, body: Body) -> AsyncIterator[Body]:
+    async def stream(self, body: Body) -> AsyncGenerator[Body, None]:
         with self._errors.translated():
             events = await self._create(**self._arguments(body))
             async for event in events:

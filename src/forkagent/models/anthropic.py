@@ -110,9 +110,9 @@ def render_request(
         "max_tokens": settings.max_tokens if max_tokens is None else max_tokens,
     }
     if system:
-        body["system"] = list(system)
+        body["system"] = system
     if tools:
-        body["tools"] = list(tools)
+        body["tools"] = tools
     body["messages"] = [
         {"role": m.role, "content": _content(m.content, i, marks, control)}
         for i, m in enumerate(request.messages)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from ..errors import ConfigurationError, UnknownModelError
@@ -81,7 +81,7 @@ class _Wire:
             raise connection_error(PROVIDER, cut) from cut
         return _checked(reply)
 
-    async def events(self, path: str, body: Body) -> AsyncIterator[Body]:
+    async def events(self, path: str, body: Body) -> AsyncGenerator[Body, None]:
         """The reply's stream events; a cut yields what was sent before it, then fails."""
         from ..emulator import EmulatedDisconnect
 
@@ -118,7 +118,7 @@ class _MessagesTransport:
     async def send(self, body: Body) -> Body:
         return await self._wire.call(self._path, body)
 
-    def stream(self, body: Body) -> AsyncIterator[Body]:
+    def stream(self, body: Body) -> AsyncGenerator[Body, None]:
         return self._wire.events(self._path, body)
 
     async def aclose(self) -> None:
@@ -134,7 +134,7 @@ class _GeminiTransport:
     async def generate(self, model: str, body: Body) -> Body:
         return await self._wire.call(f"/v1beta/models/{model}:generateContent", body)
 
-    def stream(self, model: str, body: Body) -> AsyncIterator[Body]:
+    def stream(self, model: str, body: Body) -> AsyncGenerator[Body, None]:
         return self._wire.events(f"/v1beta/models/{model}:streamGenerateContent?alt=sse", body)
 
     async def create_cache(self, body: Body) -> Body:

@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -404,7 +404,7 @@ class GeminiTransport(Protocol):
     async def generate(self, model: str, body: Body) -> Body:
         """The ``generateContent`` response."""
 
-    def stream(self, model: str, body: Body) -> AsyncIterator[Body]:
+    def stream(self, model: str, body: Body) -> AsyncGenerator[Body, None]:
         """The ``streamGenerateContent`` chunks."""
 
     async def create_cache(self, body: Body) -> Body:
@@ -550,7 +550,7 @@ class _SdkTransport:
             )
             return _dump(reply)
 
-    async def stream(self, model: str, body: Body) -> AsyncIterator[Body]:
+    async def stream(self, model: str, body: Body) -> AsyncGenerator[Body, None]:
         contents, config = _sdk_request(body)
         with _translated():
             chunks = await self._client.models.generate_content_stream(

@@ -8,6 +8,7 @@ Mapping notes:
 - A neutral user message becomes one ``tool`` message per tool result, then one
   user message with its own text and images. Tool messages carry text only, so
   a tool result's images move into that user message, ahead of its own blocks.
+  Chat Completions has no error flag for tool results: the result's text says it.
 - Tool call arguments are sent back as the model wrote them when they were not
   JSON, else as compact JSON in the original key order.
 - Thinking is sent back only to servers that take it (``reasoning_field``), and
