@@ -250,10 +250,11 @@ def test_rule_prewarm_with_max_tokens_zero(claude: anthropic.Anthropic) -> None:
         {"thinking": {"type": "adaptive"}},
         {"tools": [TOOL], "tool_choice": {"type": "any"}},
         {"tools": [TOOL], "tool_choice": {"type": "tool", "name": "lookup"}},
+        {"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}},
     ],
 )
 def test_rule_prewarm_not_allowed_with(claude: anthropic.Anthropic, extra: dict[str, Any]) -> None:
-    """Rule: pre-warming is not allowed with stream, thinking or a forced tool_choice."""
+    """Rule: pre-warming is not allowed with stream, thinking, structured outputs or forced tool_choice."""
     with pytest.raises(anthropic.BadRequestError):
         create(claude, max_tokens=0, system=system_block(1500), **extra)
 

@@ -314,7 +314,8 @@ class AnthropicTurn(Turn):
             raise invalid(
                 "max_tokens: 0 (cache pre-warming) cannot be used with a forced tool_choice"
             )
-        if body.get("output_config") or body.get("output_format"):
+        output = body.get("output_config")
+        if (isinstance(output, dict) and output.get("format")) or body.get("output_format"):
             raise invalid(
                 "max_tokens: 0 (cache pre-warming) cannot be used with structured outputs"
             )

@@ -154,7 +154,6 @@ class _Prefixes:
     tokens: Sequence[int]
     """Prefix tokens up to and including each position."""
     labels: Sequence[str]
-    layers: Sequence[str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,7 +343,6 @@ class BlockCache(_Engine):
             keys=keys,
             tokens=tokens,
             labels=[b.label for b in blocks],
-            layers=[b.layer for b in blocks],
         )
 
 
@@ -451,5 +449,4 @@ class PrefixCache(_Engine):
             keys=keys,
             tokens=ends,
             labels=[f"{s.label} (token {end})" for s, end in zip(owner, ends, strict=True)],
-            layers=[s.layer for s in owner],
         )

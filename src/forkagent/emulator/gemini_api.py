@@ -55,7 +55,6 @@ class _CachedContent:
     model: str
     display_name: str
     segments: tuple[Segment, ...]
-    contents: tuple[Json, ...]
     created: float
     """Wall-clock seconds, for the timestamps the API shows."""
     expires_at: float
@@ -126,7 +125,6 @@ class GeminiApi:
             model=f"models/{model}",
             display_name=str(body.get("displayName") or ""),
             segments=segments,
-            contents=tuple(contents),
             created=time.time(),
             expires_at=self.clock() + lifetime,
             lifetime=lifetime,
