@@ -59,6 +59,10 @@ class Budget:
 
     def _check_shared(self) -> None:
         limits = self.limits
+        if limits.max_turns is not None and self.turns >= limits.max_turns:
+            raise BudgetExceededError(
+                "max_turns", f"took {self.turns} turns of a {limits.max_turns}-turn budget"
+            )
         if limits.max_tokens is not None and self.tokens >= limits.max_tokens:
             raise BudgetExceededError(
                 "max_tokens", f"used {self.tokens} tokens of a {limits.max_tokens} budget"
