@@ -10,6 +10,7 @@ import importlib
 from collections.abc import Callable
 
 from ..errors import UnknownModelError
+from ._retry import RetryPolicy
 from .base import (
     Model,
     ModelProfile,
@@ -84,6 +85,7 @@ __all__ = [
     "ModelProfile",
     "ModelResponse",
     "ResponseComplete",
+    "RetryPolicy",
     "StreamEvent",
     "TextDelta",
     "ThinkingDelta",
