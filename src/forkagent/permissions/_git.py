@@ -49,10 +49,12 @@ _READ_DENIED = {
     "--show-signature": "runs gpg to verify signatures",
     "--open-files-in-pager": "opens files in a pager (an interactive program)",
 }
-_READ = options(denied=_READ_DENIED, valued="-e -f -A -B -C -m --max-depth --threads")
+_READ = options(denied=_READ_DENIED)
+"""No option is marked as taking a value: a value skipped by mistake (``log -m`` is a flag)
+could hide a denied option, while a value read as options can only cause a denial."""
 _GREP = options(
     denied={**_READ_DENIED, "-O": "opens files in a pager (an interactive program)"},
-    valued=" ".join(_READ.valued),
+    valued="-e -f -A -B -C -m --max-depth --threads",
 )
 _SIGNATURE_FORMATS = ("%G", "%(signature")
 
