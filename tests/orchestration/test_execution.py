@@ -160,6 +160,32 @@ async def test_without_resume_the_notification_waits_for_the_next_turn(tmp_path:
     assert [e.task_id for e in events.of(NotificationDelivered)] == [task_id]
 
 
+async def test_a_report_read_mid_turn_does_not_wake_the_parent_again(tmp_path: Path) -> None:
+    """One child reports while the parent works; the parent then waits for the other."""
+    release = asyncio.Event()
+
+    async def child(request: ModelRequest) -> str:
+        if request.messages[-1].content[-1].text.endswith("slow"):  # type: ignore[union-attr]
+            await release.wait()
+        return "Scope: ok"
+
+    async def second_turn(request: ModelRequest) -> str:
+        await asyncio.sleep(0.05)  # the fast child reports meanwhile
+        asyncio.get_running_loop().call_later(0.1, release.set)
+        return "Waiting."
+
+    calls = [
+        tool_call("Agent", prompt=name, fork=True, run_in_background=True)
+        for name in ("fast", "slow")
+    ]
+    model = tree_model([reply(*calls), second_turn, "Read the first report."], fork=child)  # type: ignore[list-item,arg-type]
+    result = await make_agent(model, tmp_path, subagents=True).run("go")
+    root_requests = [r for r in model.requests if is_root(r)]
+    assert [type(r.messages[-1]).__name__ for r in root_requests] == ["UserMessage"] * 4
+    assert_no_repeated_request(model.requests)
+    assert result.output == "root done"
+
+
 # -- sync or background: run_in_background alone decides ---------------------------------------
 
 

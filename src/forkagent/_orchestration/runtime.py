@@ -339,9 +339,11 @@ class Runtime:
         """Run turns, then keep going while background children still report."""
         outcome = await run_loop(run)
         while outcome.status == "completed" and (run.inbox or self.open_children(run)):
+            signal = self._signal(run)
+            signal.clear()  # set by reports the loop has already read
             if not run.inbox:
-                await self._signal(run).wait()
-            self._signal(run).clear()
+                await signal.wait()
+                continue
             outcome = await run_loop(run)
         return outcome
 
