@@ -505,3 +505,138 @@ async def test_a_failing_child_reports_its_failure(tmp_path: Path) -> None:
     assert "status: failed" in str(result.messages)
     assert {a.status for a in result.agents if a.parent} == {"failed"}
     assert result.status == "completed"
+
+
+async def test_a_named_child_waits_for_its_own_background_fork(tmp_path: Path) -> None:
+    """The drive loop works at every level: a named agent reads its fork's report first."""
+
+    def named(request: ModelRequest) -> object:
+        if turn_of(request) == 0:
+            return reply(tool_call("Agent", prompt="dig", fork=True, run_in_background=True))
+        if f"<{NOTIFICATION_TAG}>" not in request.messages[-1].text:
+            return "Waiting for my fork."
+        return "named final: the fork dug."
+
+    model = tree_model(
+        [reply(tool_call("Agent", id="n", prompt="investigate"))],
+        named=named,  # type: ignore[arg-type]
+    )
+    result = await make_agent(model, tmp_path, subagents=True).run("go")
+    assert "named final: the fork dug." in results_by_id(result.messages)["n"].text
+    assert {a.kind: a.status for a in result.agents} == {
+        "main": "completed",
+        "named": "completed",
+        "fork": "completed",
+    }
+
+
+async def test_cancelling_a_sync_child_by_id_lets_the_parent_go_on(tmp_path: Path) -> None:
+    events = Events()
+    in_flight = asyncio.Event()
+
+    async def child(request: ModelRequest) -> str:
+        in_flight.set()
+        await asyncio.sleep(3600)
+        return "never"
+
+    model = tree_model(
+        [reply(tool_call("Agent", id="a", prompt="hang", fork=True)), "Moving on."], fork=child
+    )  # type: ignore[arg-type]
+    async with make_agent(model, tmp_path, subagents=True, listeners=[events]).session() as session:
+        turn = asyncio.create_task(session.send("go"))
+        await asyncio.wait_for(in_flight.wait(), 5)
+        [child_id] = started_children(events)
+        session.cancel(child_id)
+        result = await asyncio.wait_for(turn, 5)
+    assert session.task(child_id).status == "cancelled"
+    assert "finished: cancelled" in results_by_id(result.messages)["a"].text
+    assert (result.status, result.output) == ("completed", "Moving on.")
+
+
+async def test_a_report_arriving_during_a_tool_call_joins_the_results(tmp_path: Path) -> None:
+    events = Events()
+    reported = asyncio.Event()
+
+    @tool
+    async def wait_for_report() -> str:
+        """Busy work while the child finishes."""
+        await asyncio.wait_for(reported.wait(), 5)
+        return "busy work done"
+
+    def listener(event: object) -> None:
+        events(event)  # type: ignore[arg-type]
+        if type(event).__name__ == "AgentFinished" and getattr(event, "agent_id", "").startswith(
+            "fork"
+        ):
+            reported.set()
+
+    model = tree_model(
+        [
+            reply(tool_call("Agent", prompt="w", fork=True, run_in_background=True)),
+            reply(tool_call("wait_for_report", id="busy")),
+            "Saw it.",
+        ]
+    )
+    result = await make_agent(
+        model, tmp_path, subagents=True, tools=[wait_for_report], listeners=[listener]
+    ).run("go")
+    [task_id] = started_children(events)
+    assert notifications(result.messages, task_id) == 1
+    merged = next(m for m in result.messages if notifications([m], task_id))
+    assert isinstance(merged, UserMessage)
+    assert [r.tool_use_id for r in merged.tool_results] == [
+        "busy"
+    ]  # results first, then the report
+    assert isinstance(merged.content[-1], TextBlock)
+    assert_consistent(result.messages)
+    assert result.output == "Saw it."
+
+
+async def test_programmatic_background_forks_report_into_the_conversation(tmp_path: Path) -> None:
+    model = tree_model(
+        ["Hello.", "Both reports read."], fork=lambda r: f"Scope: {r.messages[-1].text}"
+    )
+    async with make_agent(model, tmp_path).session() as session:
+        await session.send("hi")
+        handles = await session.fork(["one", "two"], background=True)
+        results = [await h.wait() for h in handles]
+        await session.idle()
+        final = session.result()
+    assert [r.status for r in results] == ["completed", "completed"]
+    assert results[0].output.endswith("one")
+    for handle in handles:
+        assert notifications(final.messages, handle.id) == 1
+    assert final.output in ("Both reports read.", "root done")
+
+
+async def test_waiting_on_a_handle_can_be_abandoned_without_cancelling_the_child(
+    tmp_path: Path,
+) -> None:
+    release = asyncio.Event()
+
+    async def child(request: ModelRequest) -> str:
+        await release.wait()
+        return "Scope: done"
+
+    model = tree_model(["Hello."], fork=child)  # type: ignore[arg-type]
+    async with make_agent(model, tmp_path).session() as session:
+        await session.send("hi")
+        [handle] = await session.fork(["x"], background=True)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(handle.wait(), 0.05)
+        assert handle.status == "running"
+        release.set()
+        assert (await handle.wait()).status == "completed"
+
+
+async def test_usage_is_kept_per_agent_and_summed_over_the_tree(tmp_path: Path) -> None:
+    calls = [tool_call("Agent", prompt=f"part {i}", fork=True) for i in range(2)]
+    model = tree_model([reply(*calls)])
+    result = await make_agent(model, tmp_path, subagents=True).run("go")
+    assert [a.kind for a in result.agents] == ["main", "fork", "fork"]
+    main, *children = result.agents
+    assert main.usage == result.usage
+    assert all(c.usage.requests == 1 and c.usage.input_tokens > 0 for c in children)
+    assert result.total_usage == main.usage + children[0].usage + children[1].usage
+    assert result.usage.requests == 2  # the main agent's own, children not mixed in
+    assert all(a.cost is None for a in result.agents)  # an unknown price stays unknown

@@ -313,7 +313,7 @@ def _bytes(value: Any) -> bytes:
 _workdir = Path(tempfile.mkdtemp(prefix="forkagent-invariants-"))
 
 PROPERTY = settings(
-    max_examples=int(os.environ.get("FORKAGENT_INVARIANT_EXAMPLES", "80")),
+    max_examples=int(os.environ.get("FORKAGENT_INVARIANT_EXAMPLES", "100")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

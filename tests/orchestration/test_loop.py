@@ -236,3 +236,10 @@ async def test_history_objects_are_shared_not_copied(tmp_path: Path) -> None:
     first, second = model.requests
     assert second.messages[0] is first.messages[0]  # appended, never re-rendered
     assert isinstance(second.messages[1], AssistantMessage)
+
+
+def test_run_sync(tmp_path: Path) -> None:
+    model = ScriptedModel([reply(tool_call("echo", id="c1", text="x")), "done"])
+    result = make_agent(model, tmp_path, tools=[echo]).run_sync("go")
+    assert (result.status, result.output) == ("completed", "done")
+    model.assert_all_used()

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from forkagent._orchestration.routing import GENERAL_PURPOSE, ForkGate, decide_route
+from forkagent._orchestration.runtime import RuntimeOptions
 from forkagent.agents import AgentDefinition
 from forkagent.messages import AssistantMessage
 from forkagent.requests import ModelRequest
@@ -219,3 +220,22 @@ async def test_an_unknown_subagent_type_is_an_error_listing_what_exists(tmp_path
     assert not results_by_id(result.messages)["a2"].is_error
     assert result.status == "completed"
     assert isinstance(result.messages[-1], AssistantMessage)
+
+
+@pytest.mark.parametrize(("policy", "kind"), [("always", "fork"), ("never", "named")])
+async def test_the_fork_policy_decides_fork_or_fresh(
+    tmp_path: Path, policy: str, kind: str
+) -> None:
+    events = Events()
+    model = tree_model([reply(tool_call("Agent", id="a1", prompt="check x", fork=True))])
+    options = RuntimeOptions(fork_policy=policy)  # type: ignore[arg-type]
+    result = await make_agent(
+        model, tmp_path, subagents=True, listeners=[events], options=options
+    ).run("go")
+    [started] = [e for e in events.started if e.parent_id is not None]
+    assert started.kind == kind
+    text = results_by_id(result.messages)["a1"].text
+    assert "fork ~" in text
+    assert "fresh agent ~" in text
+    if kind == "named":
+        assert "fork policy 'never'" in text
