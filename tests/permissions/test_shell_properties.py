@@ -1,12 +1,21 @@
 """Properties of the classifier on arbitrary input: it never raises, is deterministic,
-and no composition with a non-read-only command is read-only."""
+no composition with a non-read-only command is read-only, and the word reader agrees
+with bash."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forkagent.permissions import ShellVerdict, classify_command
+from forkagent.permissions._argv import Denied
+from forkagent.permissions._words import read_word
 from forkagent.permissions.shell import INTERNAL_ERROR
 
 SHELL_CHARACTERS = " \t\n;&|<>()$`'\"\\{}[]*?~#=-!@%^+,./:0123456789abcdefgilnoprstuvwxyzEIOP"
@@ -72,3 +81,29 @@ def test_a_writer_anywhere_spoils_the_whole(ok: str, bad: str, joiner: str, firs
 @given(st.sampled_from(READ_ONLY), st.sampled_from([" &", " > out", " >> out", " 2> err"]))
 def test_background_and_file_redirection_spoil_a_reader(ok: str, suffix: str) -> None:
     assert not classify_command(ok + suffix).read_only
+
+
+WORD_PIECES = [*"abc-=/.:,{}~*?[]'\"\\$ ", "x y", "\\ ", "'a b'", '"a b"', "$'q'", '"$"', "'\\'"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from(WORD_PIECES), min_size=1, max_size=6).map("".join))
+def test_a_literal_word_is_what_bash_passes(word: str) -> None:
+    """The word reader's value of a literal word is the one argument bash gives a program."""
+    try:
+        value = read_word(word)
+    except Denied:
+        return
+    command = f"printf '%s\\0' {word}"
+    if not value.literal or not classify_command(command).read_only:
+        return
+    done = subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        cwd=tempfile.gettempdir(),
+        env={"PATH": os.defpath},
+        check=True,
+        timeout=10,
+    )
+    assert done.stdout.decode().split("\0")[:-1] == [value.text]
