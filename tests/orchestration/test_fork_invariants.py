@@ -18,7 +18,6 @@ import asyncio
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,8 +66,11 @@ images = st.builds(
     media_type=st.sampled_from(["image/png", "image/jpeg"]),
     data=st.text(alphabet="ABCDEFGHabcdefgh0123456789+/", min_size=4, max_size=16),
 ) | st.builds(ImageBlock, url=st.just("https://example.com/cat.png"))
-signed_thinking = st.builds(ThinkingBlock, thinking=texts, signature=texts) | st.builds(
-    ThinkingBlock, thinking=st.just(""), signature=texts, redacted=st.just(True)
+signed_thinking = st.one_of(
+    st.builds(ThinkingBlock, thinking=texts, signature=texts),
+    st.builds(ThinkingBlock, thinking=st.just(""), signature=texts, redacted=st.just(True)),
+    st.builds(ThinkingBlock, thinking=st.just(""), signature=texts),  # a bare signature (Gemini)
+    st.builds(ThinkingBlock, thinking=texts),  # unsigned, from another provider
 )
 json_leaf = st.none() | st.booleans() | st.integers(-1000, 1000) | texts
 json_inputs = st.dictionaries(
@@ -310,7 +312,11 @@ def _bytes(value: Any) -> bytes:
 
 # -- the invariant ------------------------------------------------------------------------------
 
-_workdir = Path(tempfile.mkdtemp(prefix="forkagent-invariants-"))
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("invariants")
+
 
 PROPERTY = settings(
     max_examples=int(os.environ.get("FORKAGENT_INVARIANT_EXAMPLES", "100")),
@@ -370,10 +376,10 @@ def _check_wire(wire: Wire, scenario: Scenario, outcome: Outcome) -> None:
 
 
 @PROPERTY
-@given(scenarios())
-def test_siblings_share_the_parent_prefix(scenario: Scenario) -> None:
+@given(scenario=scenarios())
+def test_siblings_share_the_parent_prefix(workdir: Path, scenario: Scenario) -> None:
     """Neutral request and every adapter's wire body, for each scenario (one run, all checks)."""
-    outcome = asyncio.run(run_scenario(scenario, _workdir))
+    outcome = asyncio.run(run_scenario(scenario, workdir))
     _check_neutral(scenario, outcome)
     for wire in WIRES:
         try:
@@ -389,7 +395,7 @@ def test_every_adapter_is_checked(name: str) -> None:
     assert any(w.name.split("/")[0] == name for w in WIRES)
 
 
-def test_anthropic_breakpoint_sits_right_before_the_directive() -> None:
+def test_anthropic_breakpoint_sits_right_before_the_directive(workdir: Path) -> None:
     anthropic = pytest.importorskip("forkagent.models.anthropic")
     scenario = Scenario(
         history=(UserMessage(content=(TextBlock(text="start"),)),),
@@ -400,14 +406,14 @@ def test_anthropic_breakpoint_sits_right_before_the_directive() -> None:
         style="tool_result",
         thinking=False,
     )
-    outcome = asyncio.run(run_scenario(scenario, _workdir))
+    outcome = asyncio.run(run_scenario(scenario, workdir))
     for child in outcome.children:
         last = anthropic.render_request(child)["messages"][-1]["content"]
         assert last[-2]["text"] == FORK_RULES
         assert "cache_control" in last[-2]
 
 
-def test_gemini_explicit_cache_is_shared_by_siblings() -> None:
+def test_gemini_explicit_cache_is_shared_by_siblings(workdir: Path) -> None:
     gemini = pytest.importorskip("forkagent.models.gemini")
     scenario = Scenario(
         history=(UserMessage(content=(TextBlock(text="start"),)),),
@@ -424,7 +430,7 @@ def test_gemini_explicit_cache_is_shared_by_siblings() -> None:
         style="alternating",
         thinking=False,
     )
-    outcome = asyncio.run(run_scenario(scenario, _workdir))
+    outcome = asyncio.run(run_scenario(scenario, workdir))
     counts = {gemini.shared_contents(c) for c in outcome.children}
     assert len(counts) == 1
     [count] = counts
