@@ -24,6 +24,7 @@ from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
 from .hooks import Hooks
 from .messages import Message, UserMessage, user
 from .models import Model, resolve_model
+from .permissions import PermissionPolicy
 from .pricing import cost
 from .requests import ModelSettings
 from .tools.agent_tool import AgentTool
@@ -102,6 +103,9 @@ class Agent:
     """Full control over fork policy, fan-out, nesting and backgrounding."""
     request_timeout: float | None = 600.0
     listeners: Sequence[Callable[[Event], None]] = ()
+    permissions: PermissionPolicy | None = None
+    """Mode, filters and question handler for the main agent (children derive theirs);
+    None trusts every tool call."""
     hooks: Hooks | None = None
     """Python hooks; the project's settings file (``.forkagent/settings.json``) adds its own."""
     skip_transcript: bool = False
@@ -191,6 +195,7 @@ class Session:
             budget=self.runtime.tree_budget.child(agent.limits),
             timeout=agent.request_timeout,
             hooks=_session_hooks(agent, cwd),
+            policy=agent.permissions,
         )
         if resume is not None:
             # The exact bytes it sent before, so the resumed agent still hits the cache.

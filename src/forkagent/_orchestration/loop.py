@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import BudgetExceededError, ToolError
+from ..errors import BudgetExceededError, ModelError, ToolError
 from ..events import (
     AgentKind,
     AgentStatus,
@@ -40,6 +40,7 @@ from ..messages import (
     pending_tool_uses,
 )
 from ..models.base import Model, ModelResponse
+from ..permissions import PermissionPolicy
 from ..pricing import cost
 from ..requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
 from ..tools.base import Tool, ToolContext, ToolOutput
@@ -114,6 +115,8 @@ class AgentRun:
     family: ForkFamily | None = None
     """Set on a fork child until its first request: orders it among its siblings."""
     prewarm: bool = False
+    policy: PermissionPolicy | None = None
+    """Permission mode, filters and the handler that answers questions; None allows all."""
     hooks: Hooks | None = None
     """PreToolUse / PostToolUse hooks; they can block a call or add context to its result."""
     on_change: Callable[[AgentRun], object] | None = None
@@ -192,7 +195,13 @@ async def _request(run: AgentRun) -> ModelResponse:
     request = run.build_request()
     run.emit(RequestSent(run.id, run.turns, request))
     started = time.monotonic()
-    response = await asyncio.wait_for(_send(run, request), run.timeout)
+    try:
+        response = await asyncio.wait_for(_send(run, request), run.timeout)
+    except TimeoutError:
+        raise ModelError(
+            f"{run.model.spec} did not answer within {run.timeout}s; "
+            "raise request_timeout or check the provider"
+        ) from None
     run.last_request = request
     run.last_usage = response.usage
     run.turns += 1
@@ -317,6 +326,10 @@ async def _checked_call(run: AgentRun, use: ToolUseBlock) -> ToolOutput:
         if refusal is not None:
             raise ToolError(refusal)
     ctx = ToolContext(cwd=run.cwd, agent_id=run.id, tool_use_id=use.id, runtime=run.runtime)
+    if run.policy is not None:
+        decision = await run.policy.authorize(tool, use.input, ctx)
+        if not decision.allowed:
+            raise ToolError(f"not allowed: {decision.reason}")
     return await tool.call(dict(use.input), ctx)
 
 

@@ -8,6 +8,7 @@ from ..agents import AgentCatalog, assemble_tool_pool, resolve_agent_model
 from ..hooks import CommandHook, Hooks
 from ..messages import user
 from ..models import resolve_model
+from ..permissions import PermissionMode, PermissionPolicy
 from ..requests import ModelSettings
 from ..tools.base import Tool
 from .loop import AgentRun
@@ -49,6 +50,7 @@ class NamedAgents:
             depth=parent.depth + 1,
             gates=parent.gates,
             hooks=_agent_hooks(parent, definition.hooks),
+            policy=_agent_policy(parent.policy, definition.permission_mode),
             timeout=parent.timeout,
         )
         return PreparedChild(
@@ -56,6 +58,15 @@ class NamedAgents:
             background_default=definition.background,
             isolation=definition.isolation,
         )
+
+
+def _agent_policy(
+    parent: PermissionPolicy | None, mode: PermissionMode | None
+) -> PermissionPolicy | None:
+    """The definition's mode, never with more latitude than the parent's policy."""
+    if parent is not None:
+        return parent.for_child(mode=mode)
+    return PermissionPolicy(mode=mode) if mode is not None else None
 
 
 def _agent_hooks(parent: AgentRun, own: tuple[CommandHook, ...]) -> Hooks | None:

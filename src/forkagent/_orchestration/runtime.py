@@ -244,6 +244,7 @@ class Runtime:
             shared_prefix_end=forked.shared_prefix_end,
             gates=parent.gates,
             hooks=parent.hooks,
+            policy=parent.policy,
             timeout=parent.timeout,
             family=self._family(parent),
             prewarm=self.options.fanout == "prewarm",

@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast, get_args
 
 import typer
 from rich.console import Console
@@ -14,6 +14,8 @@ from rich.live import Live
 
 from ..agent import Agent, RunResult
 from ..errors import ForkagentError
+from ..permissions import PermissionMode, PermissionPolicy
+from ..permissions.prompt import terminal_handler
 from .live import AgentBoard
 
 
@@ -25,12 +27,27 @@ def run_command(
     cwd: Annotated[Path, typer.Option(help="Working directory for the agent's tools.")] = Path(),
     max_turns: Annotated[int | None, typer.Option(help="Turn limit for the main agent.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")] = False,
+    permission_mode: Annotated[
+        str,
+        typer.Option(
+            help="default (ask for anything not read-only), accept_edits, plan, bypass."
+        ),
+    ] = "default",
 ) -> None:
     """Run an agent on PROMPT and show its tree of sub-agents as it works."""
     from .._orchestration.budget import Limits
 
     board = AgentBoard()
-    agent = Agent(model=model, cwd=cwd, limits=Limits(max_turns=max_turns), listeners=[board])
+    if permission_mode not in get_args(PermissionMode):
+        raise typer.BadParameter(f"unknown permission mode {permission_mode!r}")
+    policy = PermissionPolicy(mode=cast(PermissionMode, permission_mode), handler=terminal_handler())
+    agent = Agent(
+        model=model,
+        cwd=cwd,
+        limits=Limits(max_turns=max_turns),
+        listeners=[board],
+        permissions=policy,
+    )
     console = Console(stderr=as_json)
     try:
         result = asyncio.run(_run(agent, prompt, board, console, live=console.is_terminal))
