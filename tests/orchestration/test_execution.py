@@ -640,3 +640,17 @@ async def test_usage_is_kept_per_agent_and_summed_over_the_tree(tmp_path: Path) 
     assert result.total_usage == main.usage + children[0].usage + children[1].usage
     assert result.usage.requests == 2  # the main agent's own, children not mixed in
     assert all(a.cost is None for a in result.agents)  # an unknown price stays unknown
+
+
+async def test_a_childs_hung_model_request_is_a_failure_not_a_budget(tmp_path: Path) -> None:
+    async def hang(request: ModelRequest) -> str:
+        await asyncio.sleep(3600)
+        return "never"
+
+    model = tree_model([reply(tool_call("Agent", id="a", prompt="x", fork=True))], fork=hang)  # type: ignore[arg-type]
+    async with asyncio.timeout(5):
+        result = await make_agent(model, tmp_path, subagents=True, request_timeout=0.05).run("go")
+    text = results_by_id(result.messages)["a"].text
+    assert "finished: failed" in text
+    assert "did not answer within 0.05s" in text
+    assert "None" not in text

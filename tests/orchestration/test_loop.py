@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from forkagent.errors import ToolError
+from forkagent.errors import ModelError, ToolError
 from forkagent.events import ToolCalled, ToolFinished
 from forkagent.messages import AssistantMessage, ToolUseBlock, UserMessage
 from forkagent.requests import ModelRequest
@@ -243,3 +243,16 @@ def test_run_sync(tmp_path: Path) -> None:
     result = make_agent(model, tmp_path, tools=[echo]).run_sync("go")
     assert (result.status, result.output) == ("completed", "done")
     model.assert_all_used()
+
+
+async def test_a_hung_model_request_fails_with_a_clear_error(tmp_path: Path) -> None:
+    """The per-request timeout is not the wall-time budget, and says what happened."""
+
+    async def hang(request: ModelRequest) -> str:
+        await asyncio.sleep(3600)
+        return "never"
+
+    agent = make_agent(FunctionModel(hang, name="slowpoke"), tmp_path, request_timeout=0.05)
+    async with asyncio.timeout(5):
+        with pytest.raises(ModelError, match=r"did not answer within 0\.05s"):
+            await agent.run("go")
