@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -166,7 +167,9 @@ def test_trailing_partial_results_get_placeholders_for_the_rest(style: HistorySt
 @pytest.mark.parametrize(
     "history", [ends_with_tool_calls, ends_without_tool_calls, ends_with_user, list]
 )
-def test_shared_prefix_end_points_at_the_rules_block(style: HistoryStyle, history: type) -> None:
+def test_shared_prefix_end_points_at_the_rules_block(
+    style: HistoryStyle, history: Callable[[], list[Message]]
+) -> None:
     forked = build_forked_messages(history(), "x", style=style)
     end = forked.shared_prefix_end
     assert end.message == len(forked.messages) - 1
@@ -177,7 +180,9 @@ def test_shared_prefix_end_points_at_the_rules_block(style: HistoryStyle, histor
 
 @pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("history", [ends_with_tool_calls, ends_without_tool_calls, ends_with_user])
-def test_siblings_differ_only_in_the_directive(style: HistoryStyle, history: type) -> None:
+def test_siblings_differ_only_in_the_directive(
+    style: HistoryStyle, history: Callable[[], list[Message]]
+) -> None:
     h = history()
     one = build_forked_messages(h, "first directive", style=style)
     two = build_forked_messages(h, "second, longer directive ü", style=style)

@@ -520,7 +520,7 @@ def _golden_record(children: Sequence[ModelRequest]) -> dict[str, Any]:
     shared = len(request_blocks(first)) - 1
     return {
         "scenario": "a parent forks two children in the middle of a tool-calling turn",
-        "regenerate": f"{UPDATE_GOLDEN}=1 pytest {Path(__file__).name} -k golden",
+        "regenerate": f"{UPDATE_GOLDEN}=1 pytest tests/orchestration/{Path(__file__).name} -k golden",
         "blocks": [
             {"label": block.label, "fingerprint": fingerprint}
             for block, fingerprint in zip(
