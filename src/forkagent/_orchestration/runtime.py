@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from ..errors import AgentSpawnError, ForkagentError, ToolError
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentStatus, Event
+from ..hooks import HookEvent, HookInput
 from ..messages import JsonValue, TextBlock
 from .budget import Budget, Limits
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
@@ -145,9 +146,14 @@ class Runtime:
             )
         try:
             child = self._prepare(parent, route, request)
+        except ForkagentError as exc:
+            raise ToolError(f"Refused: {exc}") from None
+        try:
+            await self._subagent_hook("SubagentStart", child.run, prompt=request.prompt)
             if (request.isolation or child.isolation) == "worktree":
                 await self._isolate(child, parent)
         except ForkagentError as exc:
+            del self.runs[child.run.id]
             raise ToolError(f"Refused: {exc}") from None
         background = (
             request.run_in_background
@@ -179,13 +185,35 @@ class Runtime:
         assert route.agent_type is not None
         return self.named_builder(self, parent, route.agent_type, request)
 
+    async def _subagent_hook(
+        self,
+        event: HookEvent,
+        run: AgentRun,
+        *,
+        prompt: str | None = None,
+        result: str | None = None,
+    ) -> None:
+        """SubagentStart may refuse the child; SubagentStop's reason is reported with its result."""
+        if run.hooks is None or not len(run.hooks):
+            return
+        outcome = await run.hooks.run(
+            event,
+            HookInput(
+                event=event,
+                agent_id=run.id,
+                agent_type=run.label if run.kind == "named" else run.kind,
+                cwd=run.cwd,
+                parent_agent_id=run.parent_id,
+                prompt=prompt,
+                result=result,
+            ),
+        )
+        if outcome.blocked:
+            raise AgentSpawnError(f"{event} hook: {outcome.reason or 'blocked'}")
+
     async def _isolate(self, child: PreparedChild, parent: AgentRun) -> None:
         """Give the child its own git worktree and tell it so, after its shared prefix."""
-        try:
-            worktree = await create_worktree(parent.cwd, child.run.id)
-        except ForkagentError:
-            del self.runs[child.run.id]
-            raise
+        worktree = await create_worktree(parent.cwd, child.run.id)
         run = child.run
         run.cwd = worktree.map_path(parent.cwd)
         last = run.messages[-1]
@@ -320,6 +348,10 @@ class Runtime:
                 child.cancel()
             close_pending(run)
         worktree = await prepared.finish() if prepared.finish else None
+        try:
+            await self._subagent_hook("SubagentStop", run, result=run.output)
+        except ForkagentError as exc:
+            error = f"{error}; {exc}" if error else str(exc)
         result = TaskResult(
             task.id,
             status,

@@ -74,3 +74,36 @@ def test_main_agent_policy_asks_the_handler_and_respects_its_answer(tmp_path: Pa
     (denied,) = _results(result.messages)
     assert denied.is_error
     assert "the user said no" in denied.text
+
+
+def test_subagent_start_hook_can_refuse_a_child_and_stop_hook_sees_its_result(
+    tmp_path: Path,
+) -> None:
+    from forkagent.hooks import HookInput, HookOutcome, Hooks
+
+    stopped: list[HookInput] = []
+    hooks = Hooks()
+    hooks.add(
+        "SubagentStart",
+        lambda i: HookOutcome(blocked=True, reason="no explorers today"),
+        matcher="Explore",
+    )
+    hooks.add("SubagentStop", lambda i: stopped.append(i) or HookOutcome())
+    model = ScriptedModel(
+        [
+            reply(
+                tool_call("Agent", prompt="look", subagent_type="Explore"),
+                tool_call("Agent", prompt="work", subagent_type="general-purpose"),
+            ),
+            "child report",
+            "done",
+        ]
+    )
+    result = Agent(model=model, cwd=tmp_path, load_agent_files=False, hooks=hooks).run_sync("go")
+
+    refused, ran = _results(result.messages)
+    assert refused.is_error
+    assert "no explorers today" in refused.text
+    assert not ran.is_error
+    assert [i.result for i in stopped] == ["child report"]
+    assert [a.kind for a in result.agents] == ["main", "named"]
