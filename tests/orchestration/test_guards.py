@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from forkagent._orchestration.fork import FORK_RULES, FORK_TAG
-from forkagent._orchestration.runtime import RuntimeOptions
-from forkagent.errors import AgentSpawnError
+from forkagent._orchestration.runtime import RuntimeOptions, SpawnRequest
+from forkagent.errors import AgentSpawnError, ToolError
 from forkagent.events import ToolFinished
 from forkagent.messages import ToolUseBlock
 from forkagent.requests import ModelRequest
@@ -197,3 +197,18 @@ async def test_the_agent_limit_counts_spawns_at_every_depth(tmp_path: Path) -> N
         await session.send("go")
         assert session.runtime.spawned == 3
     assert len([e for e in events.started if e.parent_id is not None]) == 3
+
+
+async def test_the_history_scan_backs_up_the_structural_marker(tmp_path: Path) -> None:
+    """A fork whose marker was lost (say, rebuilt from a transcript) is still recognised."""
+    model = tree_model(["hello"])
+    async with make_agent(model, tmp_path, subagents=True).session() as session:
+        await session.send("hi")
+        child = session.runtime.build_fork(session.root, "look around")
+        assert child.is_fork
+        child.is_fork = False
+        with pytest.raises(ToolError, match="forked child"):
+            await session.runtime.spawn(child, SpawnRequest(prompt="x", fork=True))
+        with pytest.raises(ToolError, match="forked child"):
+            await session.runtime.spawn(child, SpawnRequest(prompt="x", subagent_type="Explore"))
+        assert session.runtime.tasks == {}
