@@ -203,6 +203,8 @@ class Session:
             root.system, root.tool_specs, root.settings = header.system, header.tools, header.settings
             root.messages = list(resume.messages)
         self.root = self.runtime.adopt(root)
+        if not isinstance(agent.model, Model):
+            self.runtime.owned_models.append(model)
         self.runtime.on_notification = self._on_notification
         registry = Registry() if agent.registry is None else agent.registry or None
         self.recorder = Recorder(self.runtime.runs, root_id, registry, not agent.skip_transcript)
@@ -329,6 +331,7 @@ class Session:
             self._stop_poller.cancel()
             await asyncio.gather(self._stop_poller, return_exceptions=True)
         self.recorder.close()
+        await self.runtime.close_models()
 
     def result(self) -> RunResult:
         return RunResult(

@@ -28,7 +28,10 @@ class NamedAgents:
     ) -> PreparedChild:
         definition = self.catalog.get(agent_type)
         spec = resolve_agent_model(definition.model, request.model, parent.model.spec)
-        model = parent.model if spec == parent.model.spec else resolve_model(spec)
+        model = parent.model
+        if spec != parent.model.spec:
+            model = resolve_model(spec)
+            runtime.owned_models.append(model)
         tools = tuple(assemble_tool_pool(definition, self.available_tools))
         prompt = "\n\n".join(p for p in (definition.initial_prompt, request.prompt) if p)
         limits = runtime.options.child_limits

@@ -18,6 +18,7 @@ from ..errors import AgentSpawnError, ForkagentError, ToolError
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentStatus, Event
 from ..hooks import HookEvent, HookInput
 from ..messages import JsonValue, TextBlock
+from ..models.base import Model
 from .budget import Budget, Limits
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
 from .fanout import FanoutMode, ForkFamily
@@ -86,6 +87,8 @@ class Runtime:
     runs: dict[str, AgentRun] = field(default_factory=dict)
     tasks: dict[str, AgentTask] = field(default_factory=dict)
     spawned: int = 0
+    owned_models: list[Model] = field(default_factory=list)
+    """Models this tree created from strings; closed with it."""
     on_notification: Callable[[AgentRun], None] | None = None
     """Called when a notification lands in the main agent's inbox."""
     _families: dict[tuple[str, int], ForkFamily] = field(default_factory=dict)
@@ -419,6 +422,11 @@ class Runtime:
         return [
             self.start(self.build_fork(parent, d), background=background) for d in directives
         ]
+
+    async def close_models(self) -> None:
+        for model in self.owned_models:
+            await model.aclose()
+        self.owned_models.clear()
 
     def cancel_all(self) -> None:
         for task in self.tasks.values():
