@@ -9,6 +9,7 @@ its signal. Anthropic can instead pre-warm with ``max_tokens: 0``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -47,12 +48,23 @@ class ForkFamily:
 
 
 async def send_in_family(
-    family: ForkFamily, agent_id: str, model: Model, request: ModelRequest, *, prewarm: bool
+    family: ForkFamily,
+    agent_id: str,
+    model: Model,
+    request: ModelRequest,
+    *,
+    prewarm: bool,
+    on_send: Callable[[], None],
 ) -> ModelResponse:
-    """A child's first request, ordered so that its siblings can read the cache."""
+    """A child's first request, ordered so that its siblings can read the cache.
+
+    ``on_send`` is called when the request actually leaves, after any wait.
+    """
     if not family.lead_or_wait(agent_id):
         await family.wait()
+        on_send()
         return await model.request(request)
+    on_send()
     try:
         if prewarm and model.profile.supports_prewarm:
             await model.prewarm(request)

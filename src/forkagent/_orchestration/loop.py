@@ -27,7 +27,7 @@ from ..events import (
     ToolCalled,
     ToolFinished,
 )
-from ..hooks import HookEvent, HookInput, Hooks
+from ..hooks import HookEvent, HookInput, HookOutcome, Hooks
 from ..messages import (
     AssistantMessage,
     ImageBlock,
@@ -193,7 +193,6 @@ def _status_for(exc: BudgetExceededError) -> AgentStatus:
 
 async def _request(run: AgentRun) -> ModelResponse:
     request = run.build_request()
-    run.emit(RequestSent(run.id, run.turns, request))
     started = time.monotonic()
     try:
         response = await asyncio.wait_for(_send(run, request), run.timeout)
@@ -213,9 +212,16 @@ async def _request(run: AgentRun) -> ModelResponse:
 
 async def _send(run: AgentRun, request: ModelRequest) -> ModelResponse:
     family, run.family = run.family, None
+
+    def sent() -> None:
+        run.emit(RequestSent(run.id, run.turns, request))
+
     if family is None:
+        sent()
         return await run.model.request(request)
-    return await send_in_family(family, run.id, run.model, request, prewarm=run.prewarm)
+    return await send_in_family(
+        family, run.id, run.model, request, prewarm=run.prewarm, on_send=sent
+    )
 
 
 def _deliver_inbox(run: AgentRun) -> None:
@@ -286,25 +292,34 @@ async def call_tool(run: AgentRun, use: ToolUseBlock) -> ToolResultBlock:
     return result
 
 
-async def _hook(
-    run: AgentRun, event: HookEvent, use: ToolUseBlock, output: str | None = None
-) -> tuple[str, ...]:
-    """Run the hooks for one call; a block becomes a ``ToolError`` the model reads."""
+async def run_hooks(run: AgentRun, event: HookEvent, **fields: Any) -> HookOutcome:
+    """Run ``run``'s hooks for ``event``; ``fields`` fill the rest of the hook input."""
     if run.hooks is None or not len(run.hooks):
-        return ()
-    outcome = await run.hooks.run(
+        return HookOutcome()
+    return await run.hooks.run(
         event,
         HookInput(
             event=event,
             agent_id=run.id,
             agent_type=run.label if run.kind == "named" else run.kind,
             cwd=run.cwd,
-            tool_name=use.name,
-            tool_input=use.input,
-            tool_output=output,
-            tool_use_id=use.id,
             parent_agent_id=run.parent_id,
+            **fields,
         ),
+    )
+
+
+async def _hook(
+    run: AgentRun, event: HookEvent, use: ToolUseBlock, output: str | None = None
+) -> tuple[str, ...]:
+    """Tool hooks for one call; a block becomes a ``ToolError`` the model reads."""
+    outcome = await run_hooks(
+        run,
+        event,
+        tool_name=use.name,
+        tool_input=use.input,
+        tool_output=output,
+        tool_use_id=use.id,
     )
     if outcome.blocked:
         raise ToolError(f"blocked by a {event} hook: {outcome.reason or 'no reason given'}")

@@ -16,14 +16,14 @@ from typing import Any, Literal
 
 from ..errors import AgentSpawnError, ForkagentError, ToolError
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentStatus, Event
-from ..hooks import HookEvent, HookInput
+from ..hooks import HookEvent
 from ..messages import JsonValue, TextBlock
 from ..models.base import Model
 from .budget import Budget, Limits
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
 from .fanout import FanoutMode, ForkFamily
 from .fork import build_forked_messages, cache_key_hash, is_fork_history
-from .loop import AgentRun, LoopOutcome, Notification, close_pending, run_loop
+from .loop import AgentRun, LoopOutcome, Notification, close_pending, run_hooks, run_loop
 from .notify import (
     background_launch_text,
     moved_to_background_text,
@@ -188,29 +188,9 @@ class Runtime:
         assert route.agent_type is not None
         return self.named_builder(self, parent, route.agent_type, request)
 
-    async def _subagent_hook(
-        self,
-        event: HookEvent,
-        run: AgentRun,
-        *,
-        prompt: str | None = None,
-        result: str | None = None,
-    ) -> None:
+    async def _subagent_hook(self, event: HookEvent, run: AgentRun, **fields: str) -> None:
         """SubagentStart may refuse the child; SubagentStop's reason is reported with its result."""
-        if run.hooks is None or not len(run.hooks):
-            return
-        outcome = await run.hooks.run(
-            event,
-            HookInput(
-                event=event,
-                agent_id=run.id,
-                agent_type=run.label if run.kind == "named" else run.kind,
-                cwd=run.cwd,
-                parent_agent_id=run.parent_id,
-                prompt=prompt,
-                result=result,
-            ),
-        )
+        outcome = await run_hooks(run, event, **fields)
         if outcome.blocked:
             raise AgentSpawnError(f"{event} hook: {outcome.reason or 'blocked'}")
 

@@ -20,6 +20,7 @@ from ..events import (
 )
 from ..messages import JsonValue
 from ..pricing import cost
+from ..telemetry.usage_tree import usage_dict
 from ..usage import Usage
 
 
@@ -61,12 +62,7 @@ class AgentLine:
             "background": self.background,
             "turns": self.turns,
             "model": self.model,
-            "usage": {
-                "input": self.usage.input_tokens,
-                "output": self.usage.output_tokens,
-                "cache_read": self.usage.cache_read_tokens,
-                "cache_write": self.usage.cache_write_tokens,
-            },
+            "usage": usage_dict(self.usage),
             "cost": self.cost,
         }
 

@@ -16,6 +16,7 @@ from ..agent import Agent, RunResult
 from ..errors import ForkagentError
 from ..permissions import PermissionMode, PermissionPolicy
 from ..permissions.prompt import terminal_handler
+from ..telemetry.usage_tree import usage_dict
 from .live import AgentBoard
 
 
@@ -94,12 +95,7 @@ def _result_json(result: RunResult) -> dict[str, object]:
                 "background": a.background,
                 "model": a.model,
                 "turns": a.turns,
-                "usage": {
-                    "input": a.usage.input_tokens,
-                    "output": a.usage.output_tokens,
-                    "cache_read": a.usage.cache_read_tokens,
-                    "cache_write": a.usage.cache_write_tokens,
-                },
+                "usage": usage_dict(a.usage),
                 "cost": a.cost,
             }
             for a in result.agents
