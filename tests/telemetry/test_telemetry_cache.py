@@ -8,8 +8,8 @@ import pytest
 
 from forkagent.messages import Message, assistant, user
 from forkagent.models.base import ModelProfile
-from forkagent.requests import ModelRequest, ModelSettings, ToolSpec
-from forkagent.telemetry.cache import explain
+from forkagent.requests import ModelRequest, ModelSettings, ToolSpec, request_blocks
+from forkagent.telemetry.cache import block_sizes, explain
 from forkagent.usage import Usage
 
 MODEL = "claude-sonnet-4-5"
@@ -83,6 +83,24 @@ def test_settings_change_names_the_field() -> None:
     assert "temperature" in report.findings[0].message
     assert report.difference is not None
     assert report.difference.layer == "settings"
+    assert report.expected_tokens > 0  # judged as if the provider ignored them
+
+
+def test_a_setting_the_provider_does_not_key_on_still_reads_as_a_hit() -> None:
+    changed = request(*NEXT.messages, settings=ModelSettings(temperature=0.2))
+
+    report = explain(PREVIOUS, changed, WARM, profile=ANTHROPIC)
+
+    assert report.status == "hit"
+    assert report.findings == ()
+
+
+def test_a_changed_setting_does_not_hide_an_expired_entry() -> None:
+    changed = request(*NEXT.messages, settings=ModelSettings(temperature=0.2))
+
+    report = explain(PREVIOUS, changed, COLD, profile=ANTHROPIC, elapsed=400.0)
+
+    assert report.reasons == ("ttl_expired",)
 
 
 def test_tool_change_is_found_in_the_tools_layer() -> None:
@@ -227,3 +245,11 @@ def test_the_report_is_json() -> None:
     assert data["difference"]["label"] == "system[0]"
     assert data["findings"][0]["reason"] == "system_changed"
     assert data["compared_with"] == "previous"
+
+
+def test_block_sizes_render_only_what_an_extending_request_adds() -> None:
+    known = (PREVIOUS, block_sizes(PREVIOUS))
+    edited = request(user("Somewhere else entirely."), *NEXT.messages[1:])
+
+    for current in (NEXT, edited):
+        assert block_sizes(current, known) == [len(b.data) for b in request_blocks(current)]

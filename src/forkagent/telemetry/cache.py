@@ -11,9 +11,11 @@ provider's tokenizer better than any local one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
+
+from pydantic import TypeAdapter
 
 from ..messages import JsonValue
 from ..models.base import ModelProfile
@@ -52,7 +54,6 @@ TTL_SECONDS: dict[CacheTTL, float] = {"5m": 300.0, "1h": 3600.0}
 
 _LAYER_REASONS: dict[str, CacheReason] = {
     "model": "model_changed",
-    "settings": "settings_changed",
     "tools": "tools_changed",
     "system": "system_changed",
     "messages": "messages_changed",
@@ -100,29 +101,28 @@ class CacheReport:
             head += f" (against {self.compared_with})"
         return "; ".join([head, *(f.message for f in self.findings)])
 
+    @property
+    def short(self) -> str:
+        """The status and the first reason, with where the prefixes part: for narrow views."""
+        if not self.findings:
+            return self.status
+        text = f"{self.status}: {self.findings[0].reason}"
+        if self.difference is not None:
+            text += f" ({self.difference.detail})"
+        return text
+
     def to_dict(self) -> dict[str, JsonValue]:
-        diff = self.difference
-        return {
-            "status": self.status,
-            "prompt_tokens": self.prompt_tokens,
-            "read_tokens": self.read_tokens,
-            "write_tokens": self.write_tokens,
-            "expected_tokens": self.expected_tokens,
-            "compared_with": self.compared_with,
-            "findings": [{"reason": f.reason, "message": f.message} for f in self.findings],
-            "difference": None
-            if diff is None
-            else {
-                "layer": diff.layer,
-                "block_index": diff.block_index,
-                "label": diff.label,
-                "byte_offset": diff.byte_offset,
-                "detail": diff.detail,
-            },
-            "provider_diagnosis": None
-            if self.provider_diagnosis is None
-            else dict(self.provider_diagnosis),
-        }
+        """The JSON form, as transcripts keep it."""
+        data: dict[str, JsonValue] = _JSON.dump_python(self, mode="json")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, JsonValue]) -> CacheReport:
+        """Read ``to_dict``'s output back; raises ``ValueError`` for anything else."""
+        return _JSON.validate_python(data)
+
+
+_JSON: TypeAdapter[CacheReport] = TypeAdapter(CacheReport)
 
 
 def explain(
@@ -136,6 +136,7 @@ def explain(
     diagnosis: Mapping[str, JsonValue] | None = None,
     compared_with: str | None = None,
     hit_fraction: float = HIT_FRACTION,
+    sizes: Sequence[int] | None = None,
 ) -> CacheReport:
     """Explain how ``current`` used the cache that ``previous`` should have left.
 
@@ -144,23 +145,43 @@ def explain(
     wrote or last read an entry). ``cache_ready`` says whether ``previous``'s
     cache entry could exist when ``current`` was sent, by the provider's
     warm-up rule. ``diagnosis`` is the provider's own explanation
-    (``ModelResponse.cache_diagnosis``).
+    (``ModelResponse.cache_diagnosis``). ``sizes``, the canonical size of
+    each of ``current``'s blocks (``block_sizes``), saves rendering them again.
     """
-    sizes = [len(block.data) for block in request_blocks(current)]
+    sizes = block_sizes(current) if sizes is None else sizes
     per_byte = _tokens_per_byte(usage, sum(sizes))
     report = _Report(usage, compared_with, diagnosis)
     if previous is None:
         prompt = usage.prompt_tokens or round(sum(sizes) * per_byte)
         return report.build("cold", 0, _minimum_findings(prompt, profile, "the prompt"))
-    difference = None if _extends(previous, current) else first_difference(previous, current)
-    expected = round(sum(sizes[: _shared_blocks(previous, difference)]) * per_byte)
+    compared, settings = _settings_change(previous, current)
+    difference = None if extends(compared, current) else first_difference(compared, current)
+    expected = round(sum(sizes[: _shared_blocks(compared, difference)]) * per_byte)
     if difference is not None:
-        finding = _change_finding(difference, previous, current, expected)
+        finding = _change_finding(difference, compared, current, expected)
         return report.build("miss", expected, [finding], difference)
     if usage.cache_read_tokens >= hit_fraction * expected:
         return report.build("hit", expected, [])
     findings = _shortfall_findings(expected, profile, previous, elapsed, cache_ready)
+    if settings is not None and findings[0].reason == "unexplained":
+        return report.build("miss", expected, [_settings_finding(settings)], settings)
     return report.build("miss", expected, findings)
+
+
+def _settings_change(
+    previous: ModelRequest, current: ModelRequest
+) -> tuple[ModelRequest, Difference | None]:
+    """``previous`` with ``current``'s settings, and what changed in them.
+
+    Providers differ in which settings they key their cache on (Anthropic:
+    tool_choice and thinking, and only from the messages on; temperature not
+    at all), so a changed setting is judged by what was read, not assumed
+    to have emptied the cache.
+    """
+    if previous.settings == current.settings:
+        return previous, None
+    change = first_difference(previous.model_copy(update={"model": current.model}), current)
+    return previous.model_copy(update={"settings": current.settings}), change
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +219,24 @@ def _tokens_per_byte(usage: Usage, total_bytes: int) -> float:
     return 1 / BYTES_PER_TOKEN
 
 
-def _extends(previous: ModelRequest, current: ModelRequest) -> bool:
+def block_sizes(
+    request: ModelRequest, known: tuple[ModelRequest, Sequence[int]] | None = None
+) -> list[int]:
+    """The canonical JSON size of each block of ``request``, in ``request_blocks`` order.
+
+    ``known`` is an earlier request and its sizes: when ``request`` extends it,
+    only the messages it adds are rendered.
+    """
+    if known is None or not extends(known[0], request):
+        return [len(block.data) for block in request_blocks(request)]
+    earlier, sizes = known
+    added = request.model_copy(
+        update={"tools": (), "system": "", "messages": request.messages[len(earlier.messages) :]}
+    )
+    return [*sizes, *(len(block.data) for block in request_blocks(added))]
+
+
+def extends(previous: ModelRequest, current: ModelRequest) -> bool:
     """Cheap proof that ``current`` extends ``previous``: same header, same message objects.
 
     Agents share message objects by reference, so this settles the common case
@@ -236,12 +274,6 @@ def _change_finding(
             f"the model changed ({difference.detail}); a cache entry belongs to one model, "
             "so nothing is shared",
         )
-    if difference.layer == "settings":
-        return CacheFinding(
-            reason,
-            f"request settings {difference.detail}; settings are part of the cache key, "
-            "so nothing is shared",
-        )
     where = f"{difference.label} changed at byte {difference.byte_offset} of its canonical JSON"
     if difference.detail == "request is shorter":
         where = f"the request ends before {difference.label} (history trimmed)"
@@ -266,6 +298,15 @@ def _excerpt(previous: ModelRequest, current: ModelRequest, difference: Differen
         return data[start:end].decode(errors="replace")
 
     return f" ({cut(old[index].data)!r} -> {cut(new[index].data)!r})"
+
+
+def _settings_finding(change: Difference) -> CacheFinding:
+    return CacheFinding(
+        "settings_changed",
+        f"request settings {change.detail}, and the unchanged prefix was not read: "
+        "the provider keys its cache on them (Anthropic: tool_choice and thinking, "
+        "from the messages on)",
+    )
 
 
 def _shortfall_findings(
