@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from .messages import JsonValue
 from .models.base import ModelResponse
 from .requests import ModelRequest
+
+if TYPE_CHECKING:  # telemetry imports this module: a runtime import would be a cycle
+    from .telemetry.cache import CacheReport
 
 AgentKind: TypeAlias = Literal["main", "fork", "named"]
 AgentStatus: TypeAlias = Literal[
@@ -39,6 +42,18 @@ class ResponseReceived:
     turn: int
     response: ModelResponse
     seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class CacheReported:
+    """How response ``turn`` used the prompt cache and, if it read less than it could, why.
+
+    Emitted right after its ``ResponseReceived``; see ``forkagent.telemetry``.
+    """
+
+    agent_id: str
+    turn: int
+    report: CacheReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +98,7 @@ Event: TypeAlias = (
     AgentStarted
     | RequestSent
     | ResponseReceived
+    | CacheReported
     | ToolCalled
     | ToolFinished
     | AgentMovedToBackground

@@ -10,7 +10,7 @@ from forkagent.events import AgentStarted, Event, RequestSent, ResponseReceived
 from forkagent.messages import Message, TextBlock, ToolUseBlock, assistant, tool_result, user
 from forkagent.models.base import ModelProfile, ModelResponse
 from forkagent.requests import BlockPosition, ModelRequest
-from forkagent.telemetry import CacheExplained, CacheMonitor
+from forkagent.telemetry import CacheMonitor, CacheReported
 from forkagent.telemetry.monitor import shared_part
 from forkagent.usage import Usage
 
@@ -166,7 +166,7 @@ def test_a_sibling_sent_after_the_first_response_reads_the_shared_prefix(
 
 
 def test_reports_reach_the_callback_and_carry_the_providers_diagnosis(clock: Clock) -> None:
-    seen: list[CacheExplained] = []
+    seen: list[CacheReported] = []
     monitor = CacheMonitor(profiles=PROFILES, clock=clock, on_report=seen.append)
     run_parent(monitor, clock)
     diagnosis = {"type": "system_changed", "cache_missed_input_tokens": 2000}

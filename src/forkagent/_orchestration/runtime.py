@@ -19,6 +19,7 @@ from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentS
 from ..hooks import HookEvent
 from ..messages import JsonValue, TextBlock
 from ..models.base import Model
+from ..telemetry.monitor import CacheMonitor
 from .budget import Budget, Limits
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
 from .fanout import FanoutMode, ForkFamily
@@ -94,12 +95,18 @@ class Runtime:
     _families: dict[tuple[str, int], ForkFamily] = field(default_factory=dict)
     _signals: dict[str, asyncio.Event] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
+    cache_monitor: CacheMonitor = field(init=False)
+    """Explains every response's cache use; its reports go out as ``CacheReported``."""
+
+    def __post_init__(self) -> None:
+        self.cache_monitor = CacheMonitor(on_report=self.emit)
 
     # -- bookkeeping ---------------------------------------------------------
 
     def emit(self, event: Event) -> None:
         for listener in self.listeners:
             listener(event)
+        self.cache_monitor(event)  # after the listeners: a report follows its response
 
     def new_id(self, kind: str) -> str:
         return f"{kind}-{next(self._ids)}-{uuid.uuid4().hex[:6]}"
@@ -108,6 +115,7 @@ class Runtime:
         run.emit = self.emit
         run.runtime = self
         self.runs[run.id] = run
+        self.cache_monitor.set_profile(run.model.name, run.model.profile)
         return run
 
     def task(self, task_id: str) -> AgentTask:

@@ -4,7 +4,8 @@ Every agent (main, fork or named) gets its own file. The first line, the
 header, holds everything needed to send byte-identical requests again: the
 rendered system prompt, the exact tool array and the settings (LESSONS 17: a
 resumed agent re-uses its rendered prompt instead of rendering a new one).
-Later lines record the history, usage per response and status changes.
+Later lines record the history, usage and cache report per response, and
+status changes.
 
 Each line goes to the file in one ``write`` and is not buffered, so a
 process killed with SIGKILL leaves every line it finished; at worst the last
@@ -31,12 +32,14 @@ from ..events import (
     AgentKind,
     AgentMovedToBackground,
     AgentStarted,
+    CacheReported,
     Event,
     ResponseReceived,
 )
 from ..messages import JsonValue, Message, TextBlock
 from ..pricing import cost
 from ..requests import BlockPosition, ModelSettings, ToolSpec
+from ..telemetry.cache import CacheReport
 from ..usage import Usage
 
 if TYPE_CHECKING:
@@ -200,6 +203,26 @@ class UsageEntry(_Line):
     cost: float | None = None
 
 
+class CacheEntry(_Line):
+    """How response ``turn`` used the prompt cache: ``CacheReport.to_dict()``.
+
+    Kept as plain JSON so that a reason added later cannot make the whole
+    transcript unreadable; only ``cache_report`` needs to understand it.
+    """
+
+    type: Literal["cache"] = "cache"
+    at: datetime = Field(default_factory=_now)
+    turn: int
+    report: dict[str, JsonValue]
+
+    def cache_report(self) -> CacheReport | None:
+        """The report, or None if this forkagent cannot read it (a newer one wrote it)."""
+        try:
+            return CacheReport.from_dict(self.report)
+        except ValueError:
+            return None
+
+
 class StatusEntry(_Line):
     """The agent's state changed; a final one carries its output or error."""
 
@@ -216,7 +239,7 @@ class StatusEntry(_Line):
 
 
 Entry: TypeAlias = Annotated[
-    TranscriptHeader | MessageEntry | TruncateEntry | UsageEntry | StatusEntry,
+    TranscriptHeader | MessageEntry | TruncateEntry | UsageEntry | CacheEntry | StatusEntry,
     Field(discriminator="type"),
 ]
 _ENTRY: TypeAdapter[Entry] = TypeAdapter(Entry)
@@ -246,6 +269,11 @@ class Transcript:
     @property
     def finished(self) -> bool:
         return self.status is not None and self.status.final
+
+    @property
+    def cache_entries(self) -> tuple[CacheEntry, ...]:
+        """The cache report of each response, in order (none in transcripts written before them)."""
+        return tuple(e for e in self.entries if isinstance(e, CacheEntry))
 
 
 class _Fold:
@@ -324,7 +352,7 @@ class _Fold:
         elif isinstance(entry, UsageEntry):
             self.usage = self.usage + entry.usage
             self.cost = None if self.cost is None or entry.cost is None else self.cost + entry.cost
-        else:
+        elif isinstance(entry, StatusEntry):
             self.status = entry
 
     def _cut(self, length: int, what: str) -> None:
@@ -478,7 +506,7 @@ class TranscriptWriter:
         self._write(StatusEntry(status=status, output=output, error=error, details=details or {}))
 
     def on_event(self, event: Event) -> None:
-        """Record this agent's usage and status from the runtime's events.
+        """Record this agent's usage, cache reports and status from the runtime's events.
 
         Messages are not in the events: call ``sync`` for them.
         """
@@ -495,6 +523,8 @@ class TranscriptWriter:
                 response_id=response.response_id,
                 turn=event.turn,
             )
+        elif isinstance(event, CacheReported):
+            self._write(CacheEntry(turn=event.turn, report=event.report.to_dict()))
         elif isinstance(event, AgentMovedToBackground):
             self.status("background")
         elif isinstance(event, AgentFinished):

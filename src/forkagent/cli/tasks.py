@@ -22,6 +22,7 @@ from rich.table import Table
 
 from .._orchestration.registry import AgentRecord, Registry, RegistryError
 from .._orchestration.transcript import (
+    CacheEntry,
     Entry,
     MessageEntry,
     StatusEntry,
@@ -45,6 +46,7 @@ from ..usage import Usage
 
 ABBREVIATE = 300
 """Characters of a tool call's input or result shown by ``logs``."""
+UNREADABLE = "a cache report this forkagent cannot read (written by a newer one)"
 
 RegistryOption = Annotated[
     Path | None,
@@ -235,6 +237,9 @@ class _Printer:
             return [f"(history cut back to {entry.length} messages)"]
         if isinstance(entry, UsageEntry):
             return [_describe_usage(entry)]
+        if isinstance(entry, CacheEntry):
+            report = entry.cache_report()
+            return [f"· turn {entry.turn} {UNREADABLE if report is None else report.summary}"]
         return _describe_status(entry)
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..events import Event
+from ..events import CacheReported, Event
 from .cache import CacheFinding, CacheReason, CacheReport, CacheStatus, explain
-from .monitor import CacheExplained, CacheMonitor
+from .monitor import CacheMonitor
 from .otel import otel_listener
 from .usage_tree import AgentUsage, ModelCost, UsageNode, UsageRecorder, build_usage_tree
 
@@ -30,11 +30,11 @@ def combine(*listeners: Listener | None) -> Listener:
 
 __all__ = [
     "AgentUsage",
-    "CacheExplained",
     "CacheFinding",
     "CacheMonitor",
     "CacheReason",
     "CacheReport",
+    "CacheReported",
     "CacheStatus",
     "Listener",
     "ModelCost",

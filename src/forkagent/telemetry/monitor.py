@@ -6,6 +6,10 @@ request; for a fork's first request, the first sibling's shared prefix (the
 siblings' common cache entry) or else the parent's last request. A fork whose
 first turn reads under half its prompt from the cache is logged as a warning:
 it usually means the fork's prefix no longer matches its parent's.
+
+Every agent tree runs one (``Runtime.cache_monitor``) and emits its reports
+as ``CacheReported`` events; a listener of your own is only needed to watch
+events recorded elsewhere, or with another clock.
 """
 
 from __future__ import annotations
@@ -17,11 +21,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..events import AgentKind, AgentStarted, Event, RequestSent, ResponseReceived
+from ..events import (
+    AgentKind,
+    AgentStarted,
+    CacheReported,
+    Event,
+    RequestSent,
+    ResponseReceived,
+)
 from ..models.base import ModelProfile, ModelResponse
 from ..requests import ModelRequest
 from ..usage import Usage
-from .cache import CacheReport, explain
+from .cache import CacheReport, block_sizes, explain
 
 logger = logging.getLogger("forkagent.cache")
 
@@ -31,15 +42,6 @@ UNKNOWN_PROFILE = ModelProfile(provider="unknown")
 """For models the monitor has no profile for: no minimum, no warm-up rule."""
 
 
-@dataclass(frozen=True, slots=True)
-class CacheExplained:
-    """The cache report of one response, for listeners and live views."""
-
-    agent_id: str
-    turn: int
-    report: CacheReport
-
-
 @dataclass(eq=False, slots=True)
 class _Sent:
     request: ModelRequest
@@ -47,6 +49,8 @@ class _Sent:
     order: int
     """Position in the event stream: orders requests the clock sees as simultaneous."""
     answered_at: float | None = None
+    sizes: list[int] | None = None
+    """The canonical size of each block, once explained."""
 
 
 @dataclass(slots=True)
@@ -74,8 +78,8 @@ class CacheMonitor:
 
     ``profiles`` maps model names (as sent in requests) to their profiles,
     which carry the minimum cacheable prefix and the warm-up rule; unknown
-    models get ``default_profile``. ``on_report`` is called with each
-    ``CacheExplained``, for a live view.
+    models get ``default_profile``; ``set_profile`` adds one later. ``on_report``
+    is called with each ``CacheReported``, for a live view.
     """
 
     def __init__(
@@ -83,7 +87,7 @@ class CacheMonitor:
         *,
         profiles: Mapping[str, ModelProfile] | None = None,
         default_profile: ModelProfile = UNKNOWN_PROFILE,
-        on_report: Callable[[CacheExplained], None] | None = None,
+        on_report: Callable[[CacheReported], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._profiles = dict(profiles or {})
@@ -92,7 +96,7 @@ class CacheMonitor:
         self._clock = clock
         self._agents: dict[str, _Agent] = {}
         self._families: dict[tuple[str | None, _Sent | None], list[str]] = {}
-        self._explained: list[CacheExplained] = []
+        self._explained: list[CacheReported] = []
         self._order = itertools.count()
 
     def __call__(self, event: Event) -> None:
@@ -105,11 +109,15 @@ class CacheMonitor:
         elif isinstance(event, ResponseReceived):
             self._answered(event)
 
-    def reports(self, agent_id: str | None = None) -> list[CacheExplained]:
+    def set_profile(self, model: str, profile: ModelProfile) -> None:
+        """Use ``profile`` for requests to ``model`` from now on."""
+        self._profiles[model] = profile
+
+    def reports(self, agent_id: str | None = None) -> list[CacheReported]:
         """Every report so far, in order; only ``agent_id``'s when given."""
         return [e for e in self._explained if agent_id in (None, e.agent_id)]
 
-    def misses(self) -> list[CacheExplained]:
+    def misses(self) -> list[CacheReported]:
         return [e for e in self._explained if e.report.status == "miss"]
 
     def _agent(self, agent_id: str) -> _Agent:
@@ -135,7 +143,7 @@ class CacheMonitor:
         report = self._explain(agent, sent, event.response)
         first_turn = agent.last is None
         agent.last = sent
-        explained = CacheExplained(event.agent_id, event.turn, report)
+        explained = CacheReported(event.agent_id, event.turn, report)
         self._explained.append(explained)
         if agent.kind == "fork" and first_turn:
             self._check_break(event.agent_id, event.response.usage, report)
@@ -147,6 +155,11 @@ class CacheMonitor:
     def _explain(self, agent: _Agent, sent: _Sent, response: ModelResponse) -> CacheReport:
         profile = self._profiles.get(sent.request.model, self._default)
         source = self._source(agent, sent)
+        known = agent.last or agent.base
+        sent.sizes = block_sizes(
+            sent.request,
+            None if known is None or known.sizes is None else (known.request, known.sizes),
+        )
         return explain(
             None if source is None else source.request,
             sent.request,
@@ -156,6 +169,7 @@ class CacheMonitor:
             cache_ready=source is None or _ready(source.sent, sent, profile),
             diagnosis=response.cache_diagnosis,
             compared_with=None if source is None else source.label,
+            sizes=sent.sizes,
         )
 
     def _source(self, agent: _Agent, sent: _Sent) -> _Source | None:
