@@ -1,4 +1,8 @@
-"""The live agent tree: status, turns, tokens, cache hit % and cost per agent."""
+"""The live agent tree: status, turns, tokens, cache hit % and cost per agent.
+
+An agent whose last response missed the cache also shows why (its report's
+first finding); ``forkagent explain ID`` gives the whole story.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +19,13 @@ from ..events import (
     AgentMovedToBackground,
     AgentStarted,
     AgentStatus,
+    CacheReported,
     Event,
     ResponseReceived,
 )
 from ..messages import JsonValue
 from ..pricing import cost
+from ..telemetry.cache import CacheReport
 from ..telemetry.usage_tree import usage_dict
 from ..usage import Usage
 
@@ -35,6 +41,8 @@ class AgentLine:
     turns: int = 0
     model: str = ""
     usage: Usage = field(default_factory=Usage)
+    cache: list[tuple[int, CacheReport]] = field(default_factory=list)
+    """Each response's turn and cache report."""
 
     @property
     def cost(self) -> float | None:
@@ -49,8 +57,17 @@ class AgentLine:
             f"in {self.usage.input_tokens} · read {self.usage.cache_read_tokens} · "
             f"write {self.usage.cache_write_tokens} · out {self.usage.output_tokens} · "
             f"hit {'-' if hit is None else f'{hit:.0%}'} · "
-            f"{'cost unknown' if price is None else f'${price:.4f}'}"
+            f"{'cost unknown' if price is None else f'${price:.4f}'}{self._last_miss()}"
         )
+
+    def _last_miss(self) -> str:
+        if not self.cache or self.cache[-1][1].status != "miss":
+            return ""
+        turn, report = self.cache[-1]
+        return f" · turn {turn} cache {report.short}"
+
+    def cache_json(self) -> list[JsonValue]:
+        return [{"turn": turn, **report.to_dict()} for turn, report in self.cache]
 
     def to_json(self) -> dict[str, JsonValue]:
         return {
@@ -64,6 +81,7 @@ class AgentLine:
             "model": self.model,
             "usage": usage_dict(self.usage),
             "cost": self.cost,
+            "cache": self.cache_json(),
         }
 
 
@@ -88,6 +106,8 @@ class AgentBoard:
             line.turns = event.turn
             line.model = event.response.model or line.model
             line.usage = line.usage + event.response.usage
+        elif isinstance(event, CacheReported):
+            line.cache.append((event.turn, event.report))
         elif isinstance(event, AgentMovedToBackground):
             line.background = True
         elif isinstance(event, AgentFinished):
@@ -124,6 +144,11 @@ class AgentBoard:
     def plain(self, console: Console) -> None:
         for depth, line in self._walk():
             console.print("  " * depth + line.describe(), markup=False, soft_wrap=True)
+
+    def cache_json(self, agent_id: str) -> list[JsonValue]:
+        """One agent's cache reports, each with its turn."""
+        line = self.lines.get(agent_id)
+        return line.cache_json() if line else []
 
     def to_json(self) -> str:
         return json.dumps([line.to_json() for line in self.lines.values()], indent=2)

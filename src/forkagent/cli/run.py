@@ -57,7 +57,7 @@ def run_command(
         raise typer.Exit(1) from None
     board.finish_main(result.status)
     if as_json:
-        sys.stdout.write(json.dumps(_result_json(result), indent=2) + "\n")
+        sys.stdout.write(json.dumps(_result_json(result, board), indent=2) + "\n")
         return
     if not console.is_terminal:
         board.plain(console)
@@ -80,7 +80,7 @@ async def _run(
         return await task
 
 
-def _result_json(result: RunResult) -> dict[str, object]:
+def _result_json(result: RunResult, board: AgentBoard) -> dict[str, object]:
     return {
         "status": result.status,
         "output": result.output,
@@ -97,6 +97,7 @@ def _result_json(result: RunResult) -> dict[str, object]:
                 "turns": a.turns,
                 "usage": usage_dict(a.usage),
                 "cost": a.cost,
+                "cache": board.cache_json(a.id),
             }
             for a in result.agents
         ],

@@ -1,0 +1,137 @@
+"""``forkagent explain``: why each request of an agent read what it did from the cache.
+
+The runtime writes one cache report per response into the agent's
+transcript, so this works on agents of any process, running or long gone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .._orchestration.transcript import CacheEntry, Transcript, read_transcript
+from ..messages import JsonValue
+from ..telemetry.cache import CacheReport
+from .tasks import UNREADABLE, JsonOption, RegistryOption, _errors, _locate
+
+
+def explain_command(
+    agent: Annotated[str, typer.Argument(help="Agent id (or its start), or a transcript file.")],
+    tree: Annotated[
+        bool, typer.Option("--tree", help="The agent and every agent below it.")
+    ] = False,
+    as_json: JsonOption = False,
+    registry: RegistryOption = None,
+) -> None:
+    """Explain each request's cache use: hit or miss, tokens read, and why it missed."""
+    with _errors():
+        path, _, _ = _locate(agent, registry)
+        transcripts = _subtree(path) if tree else [read_transcript(path)]
+    if as_json:
+        typer.echo(json.dumps({"agents": [_agent_json(t) for t in transcripts]}, indent=2))
+        return
+    typer.echo("\n\n".join("\n".join(_describe_agent(t)) for t in transcripts))
+
+
+def _subtree(path: Path) -> list[Transcript]:
+    """The agent's transcript, then its descendants' depth first, in start order.
+
+    A tree keeps all its transcripts in one folder, so that folder is the tree.
+    """
+    start = read_transcript(path)
+    others = [read_transcript(p) for p in sorted(path.parent.glob("*.jsonl")) if p != path]
+    by_start = sorted(others, key=lambda t: t.header.at)
+    out: list[Transcript] = []
+
+    def visit(transcript: Transcript) -> None:
+        out.append(transcript)
+        for child in by_start:
+            if child.header.parent_id == transcript.header.agent_id:
+                visit(child)
+
+    visit(start)
+    return out
+
+
+# -- plain ---------------------------------------------------------------------
+
+
+def _describe_agent(transcript: Transcript) -> list[str]:
+    header = transcript.header
+    who = f"{header.kind} agent {header.agent_id}"
+    if header.label:
+        who += f" {header.label!r}"
+    if header.parent_id:
+        who += f" (parent {header.parent_id})"
+    lines = [f"{who} · {header.model}"]
+    entries = transcript.cache_entries
+    if not entries:
+        return [*lines, "  no cache reports: it sent no request, or its transcript predates them"]
+    reports: list[CacheReport] = []
+    for entry in entries:
+        report = entry.cache_report()
+        if report is None:
+            lines.append(f"  turn {entry.turn:<3} {UNREADABLE}")
+            continue
+        reports.append(report)
+        lines += describe_report(entry.turn, report)
+    return [*lines, _totals(reports)]
+
+
+def describe_report(turn: int, report: CacheReport) -> list[str]:
+    """One request: the figures, then each finding and where the prefixes part."""
+    head = (
+        f"  turn {turn:<3} {report.status:<10} read {report.read_tokens:,} of "
+        f"~{report.expected_tokens:,} expected · wrote {report.write_tokens:,} · "
+        f"prompt {report.prompt_tokens:,}"
+    )
+    if report.compared_with:
+        head += f" · against {report.compared_with}"
+    lines = [head]
+    lines += [f"      {f.reason}: {f.message}" for f in report.findings]
+    diff = report.difference
+    if diff is not None:
+        block = "" if diff.block_index is None else f" block {diff.block_index} ({diff.label}),"
+        lines.append(f"      first difference: {diff.layer} layer,{block} byte {diff.byte_offset}")
+    return lines
+
+
+def _totals(reports: Sequence[CacheReport]) -> str:
+    counts = Counter(r.status for r in reports)
+    parts = ", ".join(
+        f"{counts[s]} {s}" for s in ("hit", "miss", "cold", "unmeasured") if counts[s]
+    )
+    compared = [r for r in reports if r.status in ("hit", "miss")]
+    read = sum(r.read_tokens for r in compared)
+    expected = sum(r.expected_tokens for r in compared)
+    noun = "request" if len(reports) == 1 else "requests"
+    text = f"  {len(reports)} {noun}: {parts}"
+    if expected:
+        text += f" · read {read:,} of ~{expected:,} expected tokens ({read / expected:.0%})"
+    return text
+
+
+# -- json ----------------------------------------------------------------------
+
+
+def _agent_json(transcript: Transcript) -> dict[str, JsonValue]:
+    header = transcript.header
+    return {
+        "agent_id": header.agent_id,
+        "parent_id": header.parent_id,
+        "root_id": header.root_id,
+        "kind": header.kind,
+        "label": header.label,
+        "model": header.model,
+        "transcript": str(transcript.path),
+        "reports": [_report_json(e) for e in transcript.cache_entries],
+    }
+
+
+def _report_json(entry: CacheEntry) -> dict[str, JsonValue]:
+    return {"turn": entry.turn, **entry.report}
