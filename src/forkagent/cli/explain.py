@@ -79,11 +79,11 @@ def _describe_agent(transcript: Transcript) -> list[str]:
             lines.append(f"  turn {entry.turn:<3} {UNREADABLE}")
             continue
         reports.append(report)
-        lines += describe_report(entry.turn, report)
+        lines += _describe_report(entry.turn, report)
     return [*lines, _totals(reports)]
 
 
-def describe_report(turn: int, report: CacheReport) -> list[str]:
+def _describe_report(turn: int, report: CacheReport) -> list[str]:
     """One request: the figures, then each finding and where the prefixes part."""
     head = (
         f"  turn {turn:<3} {report.status:<10} read {report.read_tokens:,} of "
