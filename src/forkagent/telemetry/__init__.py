@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 from ..events import Event
 from .cache import CacheFinding, CacheReason, CacheReport, CacheStatus, explain
+from .economics import Comparison as Comparison
+from .economics import EconomicsRecorder as EconomicsRecorder
 from .monitor import CacheExplained, CacheMonitor
 from .otel import otel_listener
 from .usage_tree import AgentUsage, ModelCost, UsageNode, UsageRecorder, build_usage_tree
