@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from forkagent import Agent, RuntimeOptions
+from forkagent._orchestration.fanout import FanoutMode
 from forkagent.emulator import Emulator, tokens
 from forkagent.events import AgentStarted, Event, RequestSent, ResponseReceived
 from forkagent.messages import TextBlock, UserMessage, assistant
@@ -14,7 +15,7 @@ from forkagent.models.base import ModelResponse
 from forkagent.models.emulator import EmulatorModel
 from forkagent.pricing import price_for
 from forkagent.requests import BlockPosition, ModelRequest
-from forkagent.telemetry import EconomicsRecorder, UsageRecorder, combine
+from forkagent.telemetry import EconomicsRecorder
 from forkagent.usage import Usage
 
 SONNET = "claude-sonnet-4-5"  # read 0.1x, 5-minute write 1.25x
@@ -129,33 +130,36 @@ def test_nothing_billed_has_no_ratio() -> None:
     assert (result.this_run, result.lower_bound, result.this_run_ratio) == (0, 0, None)
 
 
-async def _fork_three(tmp_path: Path, fanout: str) -> tuple[EconomicsRecorder, UsageRecorder]:
-    model = EmulatorModel(SONNET, Emulator())
-    economics, usage = EconomicsRecorder(), UsageRecorder()
+async def _fork_three(tmp_path: Path, fanout: FanoutMode) -> tuple[EconomicsRecorder, float]:
+    """The recorder after a three-child family, and what the emulator billed in all."""
+    emulator = Emulator()
+    model = EmulatorModel(SONNET, emulator)
+    economics = EconomicsRecorder()
     agent = Agent(
         model=model,
         cwd=tmp_path,
-        listeners=[combine(economics, usage)],
+        listeners=[economics],
         registry=False,
         skip_transcript=True,
         load_agent_files=False,
-        options=RuntimeOptions(fanout=fanout),  # type: ignore[arg-type]
+        options=RuntimeOptions(fanout=fanout),
     )
     async with agent.session() as session:
         await session.send("Read the code and plan the review. " * 300)
         await session.fork(["review module A", "review module B", "review module C"])
-    return economics, usage
+    price = price_for(SONNET)
+    assert price is not None
+    served = sum(price.input_equivalents(e.usage) for e in emulator.log if e.usage is not None)
+    return economics, served
 
 
 async def test_on_the_emulator_warmed_forks_reach_the_bound_and_fresh_agents_cost_more(
     tmp_path: Path,
 ) -> None:
-    economics, usage = await _fork_three(tmp_path, "auto")
+    economics, served = await _fork_three(tmp_path, "auto")
 
     result = economics.comparison()
-    price = price_for(SONNET)
-    assert price is not None
-    assert result.this_run == pytest.approx(price.input_equivalents(usage.tree().total))
+    assert result.this_run == pytest.approx(served)
     assert result.forks == 3
     assert result.lower_bound <= result.this_run <= 1.01 * result.lower_bound
     assert result.fresh_subagents > 1.5 * result.this_run

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .agents import agents_command
+from .bench import bench_command
 from .resume import resume_command
 from .run import run_command
 
@@ -18,6 +19,7 @@ app = typer.Typer(
 app.command("agents")(agents_command)
 app.command("run")(run_command)
 app.command("resume")(resume_command)
+app.command("bench")(bench_command)
 
 from .tasks import register as _register_tasks  # noqa: E402
 
