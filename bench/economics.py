@@ -31,14 +31,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from forkagent import Agent, RuntimeOptions
+from forkagent import RuntimeOptions
 from forkagent._orchestration.fanout import FanoutMode
 from forkagent.emulator import EmulatedRequest, Emulator, Policy, Reply, ToolCall, tokens
-from forkagent.models.emulator import EmulatorModel
 from forkagent.pricing import price_for
-from forkagent.telemetry import Comparison, EconomicsRecorder, Listener
+from forkagent.telemetry import Comparison, EconomicsRecorder
 
-MODEL = "claude-sonnet-4-6"
+from ._agents import MODEL, offline_agent
+
 CHILDREN = (1, 2, 4, 8, 16)
 PREFIXES = (5_000, 20_000, 50_000, 200_000)
 QUICK_CHILDREN = (2, 4)
@@ -108,22 +108,9 @@ def _policy(children: int) -> Policy:
     return reply
 
 
-def _agent(model: EmulatorModel, cwd: Path, fanout: FanoutMode, *listeners: Listener) -> Agent:
-    return Agent(
-        model=model,
-        cwd=cwd,
-        listeners=listeners,
-        options=RuntimeOptions(fanout=fanout),
-        registry=False,
-        skip_transcript=True,
-        load_agent_files=False,
-    )
-
-
 async def _overhead_tokens(cwd: Path) -> int:
     """Tokens of the parent's prompt besides its history: system prompt and tools."""
-    model = EmulatorModel(MODEL, Emulator())
-    async with _agent(model, cwd, "auto").session() as session:
+    async with offline_agent(Emulator(), cwd, RuntimeOptions()).session() as session:
         await session.send("x")
         usage = session.root.last_usage
     assert usage is not None
@@ -132,9 +119,9 @@ async def _overhead_tokens(cwd: Path) -> int:
 
 async def _run(history: str, children: int, fanout: FanoutMode, cwd: Path) -> Run:
     emulator = Emulator(policy=_policy(children))
-    model = EmulatorModel(MODEL, emulator)
     recorder = EconomicsRecorder()
-    async with _agent(model, cwd, fanout, recorder).session() as session:
+    agent = offline_agent(emulator, cwd, RuntimeOptions(fanout=fanout), recorder)
+    async with agent.session() as session:
         result = await session.send(history)
     if result.status != "completed" or len(result.agents) != children + 1:
         raise RuntimeError(f"the {fanout} run ended {result.status}: {result.error}")

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from forkagent import Agent, RuntimeOptions, Session
+from forkagent import RuntimeOptions, Session
 from forkagent.agents.builtin import GENERAL_PURPOSE
 from forkagent.emulator import EmulatedRequest, Emulator, Policy, Reply, ToolCall
 from forkagent.emulator.timing import NO_LATENCY
@@ -45,9 +45,9 @@ from forkagent.messages import (
 )
 from forkagent.models.emulator import EmulatorModel
 from forkagent.requests import ModelRequest
-from forkagent.telemetry import Listener
 
-MODEL = "claude-sonnet-4-6"
+from ._agents import MODEL, offline_agent
+
 HISTORY_MESSAGES = 2_000
 BACKGROUND_FORKS = 1_000
 _NAMED_PROMPT = GENERAL_PURPOSE.system_prompt.splitlines()[0]
@@ -106,21 +106,9 @@ def _per_child(build: Callable[[int], object], count: int, rounds: int = 3) -> t
     return min(times) * 1000 / count, retained / count
 
 
-def _agent(emulator: Emulator, cwd: Path, options: RuntimeOptions, *listeners: Listener) -> Agent:
-    return Agent(
-        model=EmulatorModel(MODEL, emulator),
-        cwd=cwd,
-        options=options,
-        listeners=listeners,
-        registry=False,
-        skip_transcript=True,
-        load_agent_files=False,
-    )
-
-
 def fork_build(cwd: Path, forks: int, copies: int) -> tuple[float, float, float, float]:
     """(fork ms, fork bytes, deep-copy ms, deep-copy bytes) per child at 2,000 messages."""
-    session = _agent(Emulator(latency=NO_LATENCY), cwd, RuntimeOptions()).session()
+    session = offline_agent(Emulator(latency=NO_LATENCY), cwd, RuntimeOptions()).session()
     parent = session.root
     parent.messages = _history(HISTORY_MESSAGES)
     parent.last_request = parent.build_request()
@@ -145,7 +133,7 @@ async def throughput(cwd: Path, forks: int) -> tuple[float, float]:
             sent.append(event.request)
 
     options = RuntimeOptions(max_agents=forks, resume_on_notification=False)
-    agent = _agent(Emulator(latency=NO_LATENCY), cwd, options, record)
+    agent = offline_agent(Emulator(latency=NO_LATENCY), cwd, options, record)
     async with agent.session() as session:
         await session.send("Plan the work.")
         warm = session.root.last_request
@@ -207,7 +195,7 @@ async def cancel_latency(cwd: Path, branches: int, leaves: int) -> tuple[int, fl
 
     emulator = Emulator(latency=NO_LATENCY, policy=_tree_policy(branches, leaves))
     options = RuntimeOptions(max_agents=agents, resume_on_notification=False)
-    session: Session = _agent(emulator, cwd, options, track).session()
+    session: Session = offline_agent(emulator, cwd, options, track).session()
     tasks = session.runtime.tasks
     try:
         await session.send("Split the work.")

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import economics, overhead
+from ._agents import MODEL
 
 TARGETS: dict[str, float] = {
     "warmup_ratio_to_bound": 1.02,
@@ -42,7 +43,7 @@ def collect(quick: bool = False) -> dict[str, Any]:
     checks |= {name: figures[name] <= TARGETS[name] for name in list(TARGETS)[1:]}
     return {
         "quick": quick,
-        "model": economics.MODEL,
+        "model": MODEL,
         "economics": [asdict(row) for row in rows],
         "overhead": figures,
         "targets": TARGETS,

@@ -136,12 +136,11 @@ class _Family:
     firsts: list[_FirstTurn] = field(default_factory=list)
 
     def lower_bound(self) -> float:
+        """Every child reads its shared prefix; what the parent had not cached is written once."""
         lead = self.firsts[0]
-        shared = max(first.shared for first in self.firsts)
-        premium = lead.rates.write(lead.ttl) - lead.rates.read
-        return sum(f.rates.read * f.shared + f.own for f in self.firsts) + premium * max(
-            0, shared - self.parent_cached
-        )
+        reads = sum(f.rates.read * f.shared + f.own for f in self.firsts)
+        uncached = max(0, max(f.shared for f in self.firsts) - self.parent_cached)
+        return reads + (lead.rates.write(lead.ttl) - lead.rates.read) * uncached
 
 
 class EconomicsRecorder:
@@ -187,7 +186,7 @@ class EconomicsRecorder:
         family = self._awaiting.pop(agent, None)
         request = self._first_requests.pop(agent, None)
         if family is not None and request is not None:
-            own = own_tokens(request, usage)
+            own = _own_tokens(request, usage)
             family.firsts.append(
                 _FirstTurn(
                     usage.prompt_tokens - own, own, billed, rates, request.settings.cache_ttl
@@ -208,7 +207,7 @@ class EconomicsRecorder:
         )
 
 
-def own_tokens(request: ModelRequest, usage: Usage) -> int:
+def _own_tokens(request: ModelRequest, usage: Usage) -> int:
     """Tokens of a fork's first prompt after its shared prefix, by the offline tokenizer.
 
     Without a ``shared_prefix_end``, the uncached input is all that is known to be its own.
