@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .agents import agents_command
+from .bench import bench_command
 from .explain import explain_command
 from .resume import resume_command
 from .run import run_command
@@ -20,6 +21,7 @@ app.command("agents")(agents_command)
 app.command("run")(run_command)
 app.command("resume")(resume_command)
 app.command("explain")(explain_command)
+app.command("bench")(bench_command)
 
 from .tasks import register as _register_tasks  # noqa: E402
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ..events import CacheReported, Event
 from .cache import CacheFinding, CacheReason, CacheReport, CacheStatus, explain
+from .economics import Comparison, EconomicsRecorder
 from .monitor import CacheMonitor
 from .otel import otel_listener
 from .usage_tree import AgentUsage, ModelCost, UsageNode, UsageRecorder, build_usage_tree
@@ -36,6 +37,8 @@ __all__ = [
     "CacheReport",
     "CacheReported",
     "CacheStatus",
+    "Comparison",
+    "EconomicsRecorder",
     "Listener",
     "ModelCost",
     "UsageNode",

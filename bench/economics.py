@@ -1,0 +1,179 @@
+"""Cache economics of fork families: N children of a parent whose conversation is P tokens.
+
+For each N and P a real parent agent runs on the in-process emulator under
+Anthropic's cache rules (``claude-sonnet-4-6``). Its conversation is padded
+to P tokens (system prompt and tools included); in its first turn it calls
+the Agent tool N times with ``fork: true`` (one reply, N parallel sync
+forks), each child reports in one turn, and the parent closes with a final
+answer. The run is repeated per fan-out mode and priced by
+``EconomicsRecorder`` in billed input-token equivalents:
+
+- ``forks_all_at_once``: ``fanout="off"``, every child's first request leaves at once;
+- ``forks_with_warmup``: ``fanout="auto"``, the first child goes alone and the
+  others leave once its response has begun;
+- ``forks_with_prewarm``: ``fanout="prewarm"``, a ``max_tokens: 0`` request
+  writes the prefix first. The recorder cannot see that request (the runtime
+  emits no event for it), so this row is the emulator's own bill of every
+  request it served;
+- ``fresh`` and ``lower_bound``: the warm-up run's ``Comparison``.
+
+``ratio_to_bound`` divides each by the lower bound.
+
+    python -m bench.economics [--quick]      (from the checkout's root)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from forkagent import RuntimeOptions
+from forkagent._orchestration.fanout import FanoutMode
+from forkagent.emulator import EmulatedRequest, Emulator, Policy, Reply, ToolCall, tokens
+from forkagent.pricing import price_for
+from forkagent.telemetry import Comparison, EconomicsRecorder
+
+from ._agents import MODEL, offline_agent
+
+CHILDREN = (1, 2, 4, 8, 16)
+PREFIXES = (5_000, 20_000, 50_000, 200_000)
+QUICK_CHILDREN = (2, 4)
+QUICK_PREFIXES = (5_000,)
+FANOUTS: dict[str, FanoutMode] = {
+    "forks_all_at_once": "off",
+    "forks_with_warmup": "auto",
+    "forks_with_prewarm": "prewarm",
+}
+STRATEGIES = ("fresh", *FANOUTS, "lower_bound")
+DIRECTIVE = "Directive:\n"
+"""How a fork child's last user message starts its own part (the emulator's policy keys on it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    children: int
+    prefix_tokens: int
+    strategy: str
+    billed: float
+    ratio_to_bound: float
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One fan-out mode's run: the recorder's comparison and the emulator's own bill."""
+
+    comparison: Comparison
+    served: float
+    """Every request the emulator served, in input-token equivalents (pre-warms included)."""
+
+
+def _module(tokens_wanted: int) -> str:
+    """Python-looking filler of exactly ``tokens_wanted`` tokens."""
+    lines: list[str] = []
+    size = 0
+    while size < tokens_wanted * 5:
+        line = f"def function_{len(lines)}(value):\n    return value * {len(lines) % 97} + 1\n"
+        lines.append(line)
+        size += len(line)
+    text = tokens.truncate("Here is the module to review:\n\n" + "".join(lines), tokens_wanted)
+    assert tokens.count(text) == tokens_wanted
+    return text
+
+
+def _policy(children: int) -> Policy:
+    """The parent forks ``children`` times in its first reply; children report; the parent ends."""
+
+    def reply(request: EmulatedRequest) -> Reply:
+        if request.message_count == 1:
+            calls = tuple(
+                ToolCall(
+                    "Agent",
+                    {
+                        "prompt": f"Review part {n} of the module and report.",
+                        "description": f"part {n}",
+                        "fork": True,
+                    },
+                )
+                for n in range(1, children + 1)
+            )
+            return Reply(tool_calls=calls)
+        if DIRECTIVE in request.last_user_text:
+            return Reply(text="Scope: one part. Result: no issues. Files changed: none.")
+        return Reply(text="All parts reviewed: no issues.")
+
+    return reply
+
+
+async def _overhead_tokens(cwd: Path) -> int:
+    """Tokens of the parent's prompt besides its history: system prompt and tools."""
+    async with offline_agent(Emulator(), cwd, RuntimeOptions()).session() as session:
+        await session.send("x")
+        usage = session.root.last_usage
+    assert usage is not None
+    return usage.prompt_tokens - tokens.count("x")
+
+
+async def _run(history: str, children: int, fanout: FanoutMode, cwd: Path) -> Run:
+    emulator = Emulator(policy=_policy(children))
+    recorder = EconomicsRecorder()
+    agent = offline_agent(emulator, cwd, RuntimeOptions(fanout=fanout), recorder)
+    async with agent.session() as session:
+        result = await session.send(history)
+    if result.status != "completed" or len(result.agents) != children + 1:
+        raise RuntimeError(f"the {fanout} run ended {result.status}: {result.error}")
+    price = price_for(MODEL)
+    assert price is not None
+    served = sum(price.input_equivalents(e.usage) for e in emulator.log if e.usage is not None)
+    return Run(recorder.comparison(), served)
+
+
+async def _case(history: str, children: int, prefix: int, cwd: Path) -> list[Row]:
+    runs = {name: await _run(history, children, fanout, cwd) for name, fanout in FANOUTS.items()}
+    warm = runs["forks_with_warmup"].comparison
+    billed = {
+        "fresh": warm.fresh_subagents,
+        "forks_all_at_once": runs["forks_all_at_once"].comparison.this_run,
+        "forks_with_warmup": warm.this_run,
+        "forks_with_prewarm": runs["forks_with_prewarm"].served,
+        "lower_bound": warm.lower_bound,
+    }
+    return [
+        Row(children, prefix, name, round(billed[name], 1), billed[name] / warm.lower_bound)
+        for name in STRATEGIES
+    ]
+
+
+async def measure(quick: bool = False) -> list[Row]:
+    """Every row, by prefix then number of children then strategy."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp)
+        overhead = await _overhead_tokens(cwd)
+        rows: list[Row] = []
+        for prefix in QUICK_PREFIXES if quick else PREFIXES:
+            history = _module(prefix - overhead)
+            for children in QUICK_CHILDREN if quick else CHILDREN:
+                rows += await _case(history, children, prefix, cwd)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> list[Row]:
+    """Run, print one line per row, return the rows."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small subset, for a smoke run")
+    args = parser.parse_args(argv)
+    rows = asyncio.run(measure(args.quick))
+    print(f"{'children':>8} {'prefix':>8} {'strategy':<19} {'billed':>12} {'ratio':>7}")
+    for row in rows:
+        print(
+            f"{row.children:>8} {row.prefix_tokens:>8} {row.strategy:<19} "
+            f"{row.billed:>12,.0f} {row.ratio_to_bound:>7.3f}"
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""The runtime's own overhead: building forks, running many, cancelling a tree.
+
+- **Fork build**: time (best of 3 rounds) and retained memory (``tracemalloc``)
+  to build one child's first request from a 2,000-message history
+  (``Runtime.build_fork`` plus ``build_request``), against a naive fork that
+  deep-copies the history.
+- **Throughput**: 1,000 background forks on the in-process emulator without
+  simulated latency, from ``session.fork`` to the last result. The ideal is
+  the same 1,000 requests sent straight to the model (adapter and emulator,
+  no runtime) in the order fan-out sends them: the first alone, then the rest
+  at once. ``throughput_ratio`` = ideal time / runtime time.
+- **Cancel latency**: a tree of 100 agents (the main agent, 9 named agents,
+  10 named agents under each) all waiting on a response; the time from
+  ``session.aclose()`` until every task has ended.
+
+    python -m bench.overhead [--quick]       (from the checkout's root)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import gc
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from forkagent import RuntimeOptions, Session
+from forkagent.agents.builtin import GENERAL_PURPOSE
+from forkagent.emulator import EmulatedRequest, Emulator, Policy, Reply, ToolCall
+from forkagent.emulator.timing import NO_LATENCY
+from forkagent.events import Event, RequestSent, ResponseReceived
+from forkagent.messages import (
+    AssistantMessage,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+    user,
+)
+from forkagent.models.emulator import EmulatorModel
+from forkagent.requests import ModelRequest
+
+from ._agents import MODEL, offline_agent
+
+HISTORY_MESSAGES = 2_000
+BACKGROUND_FORKS = 1_000
+_NAMED_PROMPT = GENERAL_PURPOSE.system_prompt.splitlines()[0]
+TREE = (9, 10)
+"""Named agents under the main agent, and under each of those: 1 + 9 + 90 = 100 agents."""
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    history_messages: int
+    fork_build_ms_per_child: float
+    fork_bytes_per_child: float
+    deepcopy_build_ms_per_child: float
+    deepcopy_bytes_per_child: float
+    background_forks: int
+    forks_per_second: float
+    ideal_requests_per_second: float
+    throughput_ratio: float
+    tree_agents: int
+    cancel_ms: float
+
+
+def _history(messages: int) -> list[Message]:
+    """A long working session: a prompt, then tool calls reading files, then an answer."""
+    code = "".join(f"    total += item_{i} * {i}\n" for i in range(24))
+    history: list[Message] = [user("Read every module and summarise the design.")]
+    for n in range((messages - 2) // 2):
+        call = ToolUseBlock(id=f"toolu_{n:05d}", name="Read", input={"path": f"src/m{n}.py"})
+        history.append(AssistantMessage(content=(TextBlock(text=f"Reading module {n}."), call)))
+        result = ToolResultBlock(tool_use_id=call.id, content=(TextBlock(text=code),))
+        history.append(UserMessage(content=(result,), origin="tool"))
+    history.append(AssistantMessage(content=(TextBlock(text="The design is layered."),)))
+    return history
+
+
+def _per_child(build: Callable[[int], object], count: int, rounds: int = 3) -> tuple[float, float]:
+    """Milliseconds (the best of ``rounds``, as ``timeit`` does) and retained bytes per child.
+
+    Bytes are traced in a separate round: tracing slows every allocation down.
+    """
+    times = []
+    for _ in range(rounds):
+        gc.collect()
+        started = time.perf_counter()
+        kept = [build(n) for n in range(count)]
+        times.append(time.perf_counter() - started)
+        del kept
+    gc.collect()
+    tracemalloc.start()
+    try:
+        kept = [build(n) for n in range(count)]
+        retained = tracemalloc.get_traced_memory()[0]
+        del kept
+    finally:
+        tracemalloc.stop()
+    return min(times) * 1000 / count, retained / count
+
+
+def fork_build(cwd: Path, forks: int, copies: int) -> tuple[float, float, float, float]:
+    """(fork ms, fork bytes, deep-copy ms, deep-copy bytes) per child at 2,000 messages."""
+    session = offline_agent(Emulator(latency=NO_LATENCY), cwd, RuntimeOptions()).session()
+    parent = session.root
+    parent.messages = _history(HISTORY_MESSAGES)
+    parent.last_request = parent.build_request()
+    runtime = session.runtime
+
+    def fork(n: int) -> ModelRequest:
+        return runtime.build_fork(parent, f"Review module {n}.").build_request()
+
+    def deep_copy(n: int) -> ModelRequest:
+        messages = [*copy.deepcopy(parent.messages), user(f"Review module {n}.")]
+        return parent.build_request().model_copy(update={"messages": tuple(messages)})
+
+    return (*_per_child(fork, forks), *_per_child(deep_copy, copies))
+
+
+async def throughput(cwd: Path, forks: int) -> tuple[float, float]:
+    """(runtime forks per second, ideal requests per second)."""
+    sent: list[ModelRequest] = []
+
+    def record(event: Event) -> None:
+        if isinstance(event, RequestSent) and event.agent_id.startswith("fork"):
+            sent.append(event.request)
+
+    options = RuntimeOptions(max_agents=forks, resume_on_notification=False)
+    agent = offline_agent(Emulator(latency=NO_LATENCY), cwd, options, record)
+    async with agent.session() as session:
+        await session.send("Plan the work.")
+        warm = session.root.last_request
+        started = time.perf_counter()
+        tasks = await session.fork([f"Do task {n}." for n in range(forks)], background=True)
+        results = await asyncio.gather(*(task.wait() for task in tasks))
+        runtime_seconds = time.perf_counter() - started
+    if any(r.status != "completed" for r in results) or len(sent) != forks or warm is None:
+        raise RuntimeError("the background forks did not all complete")
+    model = EmulatorModel(MODEL, Emulator(latency=NO_LATENCY))
+    try:
+        await model.request(warm)
+        started = time.perf_counter()
+        await model.request(sent[0])
+        await asyncio.gather(*(model.request(request) for request in sent[1:]))
+        ideal_seconds = time.perf_counter() - started
+    finally:
+        await model.aclose()
+    return forks / runtime_seconds, forks / ideal_seconds
+
+
+def _tree_policy(branches: int, leaves: int) -> Policy:
+    """The main agent starts the branches, each branch its leaves; then everyone waits."""
+
+    def spawn(count: int, prompt: str) -> Reply:
+        call = ToolCall(
+            "Agent",
+            {"prompt": prompt, "subagent_type": "general-purpose", "run_in_background": True},
+        )
+        return Reply(tool_calls=(call,) * count)
+
+    async def reply(request: EmulatedRequest) -> Reply:
+        named = _NAMED_PROMPT in request.system
+        if request.message_count == 1 and not named:
+            return spawn(branches, "BRANCH")
+        if request.message_count == 1 and "BRANCH" in request.last_user_text:
+            return spawn(leaves, "LEAF")
+        if not named:
+            return Reply(text="The branches are running.")
+        await asyncio.sleep(3600)  # a response that never comes
+        raise AssertionError("unreachable")
+
+    return reply
+
+
+async def cancel_latency(cwd: Path, branches: int, leaves: int) -> tuple[int, float]:
+    """(agents in the tree, milliseconds from ``aclose`` until every task ended)."""
+    agents = 1 + branches + branches * leaves
+    waiting: dict[str, int] = {}
+    everyone_waits = asyncio.Event()
+
+    def track(event: Event) -> None:
+        """Counts the children's requests in flight."""
+        if isinstance(event, RequestSent | ResponseReceived) and event.agent_id in tasks:
+            step = 1 if isinstance(event, RequestSent) else -1
+            waiting[event.agent_id] = waiting.get(event.agent_id, 0) + step
+        if sum(waiting.values()) == agents - 1:
+            everyone_waits.set()
+
+    emulator = Emulator(latency=NO_LATENCY, policy=_tree_policy(branches, leaves))
+    options = RuntimeOptions(max_agents=agents, resume_on_notification=False)
+    session: Session = offline_agent(emulator, cwd, options, track).session()
+    tasks = session.runtime.tasks
+    try:
+        await session.send("Split the work.")
+        await asyncio.wait_for(everyone_waits.wait(), 60)
+    except BaseException:
+        await session.aclose()
+        raise
+    started = time.perf_counter()
+    await session.aclose()
+    milliseconds = (time.perf_counter() - started) * 1000
+    if len(tasks) != agents - 1 or not all(task.done for task in tasks.values()):
+        raise RuntimeError("the tree was not whole, or not every agent ended")
+    return agents, milliseconds
+
+
+async def measure(quick: bool = False) -> Overhead:
+    gc.collect()  # whatever ran before should not be collected during these timings
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp)
+        build = fork_build(cwd, forks=50 if quick else 200, copies=1 if quick else 5)
+        forks = 100 if quick else BACKGROUND_FORKS
+        rate, ideal = await throughput(cwd, forks)
+        agents, cancel_ms = await cancel_latency(cwd, *TREE)
+    return Overhead(HISTORY_MESSAGES, *build, forks, rate, ideal, rate / ideal, agents, cancel_ms)
+
+
+def main(argv: Sequence[str] | None = None) -> Overhead:
+    """Run, print each figure, return them."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer children and forks")
+    args = parser.parse_args(argv)
+    result = asyncio.run(measure(args.quick))
+    for name, value in asdict(result).items():
+        print(f"{name:<30} {value:>14,.3f}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

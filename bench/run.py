@@ -1,0 +1,138 @@
+"""Both benchmarks in one run, checked against their targets.
+
+``collect`` returns the JSON object ``forkagent bench --json`` prints;
+``tables`` renders it for a terminal.
+
+    python -m bench [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from . import economics, overhead
+from ._agents import MODEL
+
+TARGETS: dict[str, float] = {
+    "warmup_ratio_to_bound": 1.02,
+    "fork_build_ms_per_child": 1.0,
+    "fork_bytes_per_child": 50_000,
+    "cancel_ms": 100.0,
+}
+"""Upper limits: warm-up forks within 2% of the bound, a fork under 1 ms and 50 kB, cancel under 100 ms."""
+
+
+async def _measure(quick: bool) -> tuple[list[economics.Row], overhead.Overhead]:
+    return await economics.measure(quick), await overhead.measure(quick)
+
+
+def collect(quick: bool = False) -> dict[str, Any]:
+    """Run both benchmarks: ``economics`` rows, ``overhead`` figures, ``targets`` and ``checks``."""
+    rows, costs = asyncio.run(_measure(quick))
+    warmups = [r.ratio_to_bound for r in rows if r.strategy == "forks_with_warmup"]
+    figures = asdict(costs)
+    checks = {"warmup_ratio_to_bound": max(warmups) <= TARGETS["warmup_ratio_to_bound"]}
+    checks |= {name: figures[name] <= TARGETS[name] for name in list(TARGETS)[1:]}
+    return {
+        "quick": quick,
+        "model": MODEL,
+        "economics": [asdict(row) for row in rows],
+        "overhead": figures,
+        "targets": TARGETS,
+        "checks": checks,
+    }
+
+
+def _mark(passed: bool) -> str:
+    return "[green]✓[/green]" if passed else "[red]✗[/red]"
+
+
+_HEADINGS = {
+    "fresh": "fresh",
+    "forks_all_at_once": "all at once",
+    "forks_with_warmup": "warm-up",
+    "forks_with_prewarm": "pre-warm",
+}
+
+
+def economics_table(report: dict[str, Any]) -> Table:
+    """One line per prefix and family size: the bound, and each strategy as a multiple of it."""
+    table = Table(title=f"Cache economics on {report['model']}")
+    for heading in ("prefix", "children", "lower bound", *_HEADINGS.values()):
+        table.add_column(heading, justify="right")
+    limit = TARGETS["warmup_ratio_to_bound"]
+    lines: dict[tuple[int, int], dict[str, dict[str, Any]]] = {}
+    for row in report["economics"]:
+        lines.setdefault((row["prefix_tokens"], row["children"]), {})[row["strategy"]] = row
+    for (prefix, children), cells in lines.items():
+        ratios = {name: f"{cells[name]['ratio_to_bound']:.3f}x" for name in _HEADINGS}
+        ratios["forks_with_warmup"] += " " + _mark(
+            cells["forks_with_warmup"]["ratio_to_bound"] <= limit
+        )
+        bound = f"{cells['lower_bound']['billed']:,.0f}"
+        table.add_row(f"{prefix:,}", str(children), bound, *ratios.values())
+    table.caption = (
+        "lower bound in billed input-token equivalents; the others as multiples of it. "
+        f"Target: warm-up within {limit - 1:.0%} of the bound."
+    )
+    return table
+
+
+def overhead_table(report: dict[str, Any]) -> Table:
+    figures, targets = report["overhead"], report["targets"]
+    table = Table(title="Runtime overhead")
+    for column in ("measure", "forkagent", "baseline", "target", ""):
+        table.add_column(column, justify="left" if column == "measure" else "right")
+    messages = figures["history_messages"]
+    table.add_row(
+        f"fork build per child, {messages:,} messages",
+        f"{figures['fork_build_ms_per_child']:.3f} ms",
+        f"{figures['deepcopy_build_ms_per_child']:.1f} ms (deepcopy)",
+        f"< {targets['fork_build_ms_per_child']:g} ms",
+        _mark(report["checks"]["fork_build_ms_per_child"]),
+    )
+    table.add_row(
+        f"fork memory per child, {messages:,} messages",
+        f"{figures['fork_bytes_per_child'] / 1000:,.1f} kB",
+        f"{figures['deepcopy_bytes_per_child'] / 1000:,.0f} kB (deepcopy)",
+        f"< {targets['fork_bytes_per_child'] / 1000:g} kB",
+        _mark(report["checks"]["fork_bytes_per_child"]),
+    )
+    table.add_row(
+        f"{figures['background_forks']:,} background forks",
+        f"{figures['forks_per_second']:,.0f}/s ({figures['throughput_ratio']:.2f}x)",
+        f"{figures['ideal_requests_per_second']:,.0f}/s (ideal)",
+        "",
+        "",
+    )
+    table.add_row(
+        f"cancel a {figures['tree_agents']}-agent tree",
+        f"{figures['cancel_ms']:.1f} ms",
+        "",
+        f"< {targets['cancel_ms']:g} ms",
+        _mark(report["checks"]["cancel_ms"]),
+    )
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small subset, for a smoke run")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    report = collect(args.quick)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        console = Console()
+        console.print(economics_table(report))
+        console.print(overhead_table(report))
+    return report

@@ -1,0 +1,64 @@
+"""``forkagent bench``: the quick run's JSON has every figure, and the economics hold."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from forkagent.cli import app, bench
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    result = runner.invoke(app, ["bench", "--quick", "--json"])
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.output)
+    return data
+
+
+def test_the_json_has_economics_rows_overhead_figures_and_targets(report: dict[str, Any]) -> None:
+    assert set(report) >= {"economics", "overhead", "targets", "checks"}
+    for row in report["economics"]:
+        assert set(row) == {"children", "prefix_tokens", "strategy", "billed", "ratio_to_bound"}
+    overhead = report["overhead"]
+    for key in ("fork_build_ms_per_child", "fork_bytes_per_child", "cancel_ms", "throughput_ratio"):
+        assert overhead[key] > 0
+    assert overhead["history_messages"] == 2_000
+    assert overhead["tree_agents"] == 100
+    assert set(report["checks"]) == set(report["targets"])
+
+
+def test_warmed_forks_reach_the_bound_and_fresh_agents_cost_a_multiple(
+    report: dict[str, Any],
+) -> None:
+    families: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
+    for row in report["economics"]:
+        families[row["children"], row["prefix_tokens"]][row["strategy"]] = row["ratio_to_bound"]
+    assert len(families) >= 2
+    for ratios in families.values():
+        assert ratios["lower_bound"] == 1
+        assert 1 <= ratios["forks_with_warmup"] <= 1.02
+        # launched together, every child writes the new part of the prefix again
+        assert ratios["forks_all_at_once"] > ratios["forks_with_warmup"]
+        # pre-warming pays one more read of the prefix than releasing after the first response
+        assert ratios["forks_with_prewarm"] > ratios["forks_with_warmup"]
+        assert ratios["fresh"] > max(2, ratios["forks_all_at_once"])
+    assert report["checks"]["warmup_ratio_to_bound"]
+
+
+def test_outside_a_checkout_it_says_where_the_benchmarks_are(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(bench, "checkout_bench", lambda: tmp_path / "bench")
+
+    result = runner.invoke(app, ["bench", "--quick"])
+
+    assert result.exit_code == 2
+    assert "source checkout" in result.output
