@@ -54,7 +54,7 @@ def copy_sample(workdir: Path) -> Path:
     """Copy the sample repository shipped in the package into ``workdir/shelf-repo``."""
     target = workdir / "shelf-repo"
     with as_file(files(__package__) / "sample") as sample:
-        shutil.copytree(sample, target)
+        shutil.copytree(sample, target, ignore=shutil.ignore_patterns("__pycache__"))
     return target
 
 
