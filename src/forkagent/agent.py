@@ -22,11 +22,12 @@ from .agents import AgentCatalog, AgentDefinition, load_agents
 from .errors import ConfigurationError
 from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
 from .hooks import Hooks
-from .messages import Message, UserMessage, user
+from .messages import JsonValue, Message, UserMessage, user
 from .models import Model, resolve_model
 from .permissions import PermissionPolicy
 from .pricing import cost
 from .requests import ModelSettings
+from .telemetry.usage_tree import usage_dict
 from .tools.agent_tool import AgentTool
 from .tools.base import Tool, ToolLike, as_tool
 from .tools.builtin import builtin_tools
@@ -52,6 +53,21 @@ class AgentSummary:
     @property
     def cost(self) -> float | None:
         return cost(self.model, self.usage)
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        """The JSON form ``--json`` outputs use; ``cost`` is null when the price is unknown."""
+        return {
+            "id": self.id,
+            "parent": self.parent,
+            "kind": self.kind,
+            "label": self.label,
+            "status": self.status,
+            "background": self.background,
+            "model": self.model,
+            "turns": self.turns,
+            "usage": usage_dict(self.usage),
+            "cost": self.cost,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ import typer
 
 from .agents import agents_command
 from .bench import bench_command
+from .demo import demo_command
 from .explain import explain_command
 from .resume import resume_command
 from .run import run_command
@@ -17,6 +18,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command("demo")(demo_command)
 app.command("agents")(agents_command)
 app.command("run")(run_command)
 app.command("resume")(resume_command)

@@ -6,7 +6,7 @@ in process (``dispatch``) or over HTTP (``serve``), with the cache rules of
 ``shared/design/CACHING.md``. See ``docs/emulator.md``.
 """
 
-from .core import Emulator, EmulatorReply, default_emulator
+from .core import Emulator, EmulatorReply, default_emulator, use_emulator
 from .errors import EmulatedDisconnect
 from .faults import Fault, FaultPlan
 from .log import BreakpointOutcome, LogEntry, RequestLog
@@ -35,4 +35,5 @@ __all__ = [
     "default_emulator",
     "default_policy",
     "serve",
+    "use_emulator",
 ]

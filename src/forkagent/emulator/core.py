@@ -15,7 +15,9 @@ import dataclasses
 import itertools
 import re
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import parse_qsl, urlsplit
@@ -441,10 +443,34 @@ _default: Emulator | None = None
 _default_lock = threading.Lock()
 
 
+_scoped: ContextVar[Emulator | None] = ContextVar("forkagent_emulator", default=None)
+
+
 def default_emulator() -> Emulator:
-    """The process-wide emulator: every ``emulator:<model>`` shares its cache."""
+    """The emulator ``emulator:<model>`` models talk to, so that they share one cache.
+
+    Inside ``use_emulator(emu)`` that is ``emu``; elsewhere one per process.
+    """
+    scoped = _scoped.get()
+    if scoped is not None:
+        return scoped
     global _default
     with _default_lock:
         if _default is None:
             _default = Emulator()
         return _default
+
+
+@contextmanager
+def use_emulator(emulator: Emulator) -> Iterator[Emulator]:
+    """Make ``emulator`` the one ``emulator:`` models resolve to, in this context.
+
+    A context variable, so tasks started inside inherit it (a named agent's
+    model is resolved deep inside the runtime) and concurrent runs with
+    different emulators do not see each other's.
+    """
+    token = _scoped.set(emulator)
+    try:
+        yield emulator
+    finally:
+        _scoped.reset(token)

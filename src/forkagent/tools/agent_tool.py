@@ -62,6 +62,9 @@ results arrive by themselves."""
 class AgentTool(ArgsTool):
     name = "Agent"
     Args = AgentArgs
+    read_only = True
+    """Starting an agent changes nothing by itself, so it needs no approval: every call
+    the child makes is checked under a policy with no more latitude than this one's."""
 
     def __init__(self, *, fork_available: bool, agent_types: Sequence[tuple[str, str]] = ()) -> None:
         self.fork_available = fork_available

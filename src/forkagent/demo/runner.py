@@ -1,0 +1,110 @@
+"""One demo session: a copy of the sample repository, the emulator, a real agent tree."""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.resources import as_file, files
+from pathlib import Path
+
+from ..agent import Agent, RunResult
+from ..emulator import Emulator, Latency, use_emulator
+from ..events import Event, NotificationDelivered
+from ..messages import JsonValue
+from ..permissions import PermissionPolicy
+from ..telemetry import UsageNode, UsageRecorder
+from ..telemetry.economics import Comparison, EconomicsRecorder
+from .brain import MAIN_PROMPT, DemoBrain
+
+DEMO_MODEL = "emulator:claude-sonnet-4-6"
+LIVE_LATENCY = Latency(ttft=0.35, tokens_per_second=250.0)
+"""Slow enough to watch the tree grow and the background agents overlap."""
+FAST_LATENCY = Latency()
+"""The emulator's default: what the test suite runs the demo with."""
+
+
+@dataclass(frozen=True, slots=True)
+class DemoReport:
+    """What the demo did and what it cost."""
+
+    result: RunResult
+    workdir: Path
+    usage: UsageNode
+    comparison: Comparison
+    notifications_delivered: int
+    changed_files: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        return {
+            "status": self.result.status,
+            "model": DEMO_MODEL,
+            "workdir": str(self.workdir),
+            "report": self.result.output,
+            "agents": [agent.to_dict() for agent in self.result.agents],
+            "notifications_delivered": self.notifications_delivered,
+            "comparison": self.comparison.to_dict(),
+            "changed_files": list(self.changed_files),
+            "usage_tree": self.usage.to_dict(),
+        }
+
+
+def copy_sample(workdir: Path) -> Path:
+    """Copy the sample repository shipped in the package into ``workdir/shelf-repo``."""
+    target = workdir / "shelf-repo"
+    with as_file(files(__package__) / "sample") as sample:
+        shutil.copytree(sample, target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def changed_files(repo: Path) -> tuple[str, ...]:
+    """Files the agents created or changed, against the shipped sample."""
+    with as_file(files(__package__) / "sample") as sample:
+        return tuple(sorted(_diff(filecmp.dircmp(sample, repo), Path())))
+
+
+def _diff(compared: filecmp.dircmp[str], where: Path) -> list[str]:
+    out = [str(where / name) for name in (*compared.right_only, *compared.diff_files)]
+    for name, sub in compared.subdirs.items():
+        out += _diff(sub, where / name)
+    return out
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.notifications = 0
+
+    def __call__(self, event: Event) -> None:
+        self.notifications += isinstance(event, NotificationDelivered)
+
+
+async def run_demo(
+    workdir: Path,
+    *,
+    latency: Latency = LIVE_LATENCY,
+    listeners: Sequence[Callable[[Event], None]] = (),
+) -> DemoReport:
+    """Run the demo session in a fresh copy of the sample under ``workdir``.
+
+    The emulator is private to this run (``use_emulator``), so its cache
+    starts cold and nothing else in the process shares it.
+    """
+    repo = copy_sample(workdir)
+    usage, economics, counter = UsageRecorder(), EconomicsRecorder(), _Counter()
+    agent = Agent(
+        model=DEMO_MODEL,
+        cwd=repo,
+        permissions=PermissionPolicy(mode="accept_edits"),
+        listeners=[usage, economics, counter, *listeners],
+    )
+    with use_emulator(Emulator(latency=latency, policy=DemoBrain())):
+        result = await agent.run(MAIN_PROMPT)
+    return DemoReport(
+        result=result,
+        workdir=repo,
+        usage=usage.tree(),
+        comparison=economics.comparison(),
+        notifications_delivered=counter.notifications,
+        changed_files=changed_files(repo),
+    )
