@@ -6,22 +6,18 @@ import asyncio
 import json
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.live import Live
 from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
 from ..demo import DEMO_MODEL, FAST_LATENCY, LIVE_LATENCY, DemoReport, run_demo
 from ..demo.brain import MAIN_PROMPT
-from .live import AgentBoard
-
-T = TypeVar("T")
+from .live import AgentBoard, watch
 
 
 def demo_command(
@@ -61,21 +57,6 @@ def demo_command(
         raise typer.Exit(1)
 
 
-async def watch(
-    start: Callable[[], Awaitable[T]], board: AgentBoard, console: Console, *, live: bool
-) -> T:
-    """Await ``start()``, redrawing the agent tree while it runs when ``live``."""
-    if not live:
-        return await start()
-    with Live(board.render(), console=console, refresh_per_second=8) as view:
-        task = asyncio.ensure_future(start())
-        while not task.done():
-            view.update(board.render())
-            await asyncio.sleep(0.125)
-        view.update(board.render())
-        return await task
-
-
 def _intro() -> Panel:
     return Panel(
         f"[bold]forkagent demo[/bold]: a real agent tree on the offline emulator "
@@ -102,7 +83,10 @@ def _show(report: DemoReport, board: AgentBoard, console: Console, *, kept: bool
     )
     fork = next((a for a in report.result.agents if a.kind == "fork"), None)
     if fork is not None:
-        console.print(f"Transcripts are kept: try [bold]forkagent logs {fork.id}[/bold].")
+        console.print(
+            f"Transcripts are kept: [bold]forkagent explain {fork.id}[/bold] shows how each "
+            "of that fork's requests used the cache, [bold]forkagent logs[/bold] its history."
+        )
 
 
 def _cost_table(report: DemoReport) -> Table:

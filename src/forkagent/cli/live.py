@@ -6,10 +6,13 @@ first finding); ``forkagent explain ID`` gives the whole story.
 
 from __future__ import annotations
 
-import json
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from rich.console import Console, RenderableType
+from rich.live import Live
 from rich.markup import escape
 from rich.tree import Tree
 
@@ -26,8 +29,9 @@ from ..events import (
 from ..messages import JsonValue
 from ..pricing import cost
 from ..telemetry.cache import CacheReport
-from ..telemetry.usage_tree import usage_dict
 from ..usage import Usage
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -69,21 +73,6 @@ class AgentLine:
     def cache_json(self) -> list[JsonValue]:
         return [{"turn": turn, **report.to_dict()} for turn, report in self.cache]
 
-    def to_json(self) -> dict[str, JsonValue]:
-        return {
-            "id": self.id,
-            "parent": self.parent,
-            "kind": self.kind,
-            "label": self.label,
-            "status": self.status,
-            "background": self.background,
-            "turns": self.turns,
-            "model": self.model,
-            "usage": usage_dict(self.usage),
-            "cost": self.cost,
-            "cache": self.cache_json(),
-        }
-
 
 class AgentBoard:
     """An event listener that keeps one line per agent, for live and final views."""
@@ -101,7 +90,9 @@ class AgentBoard:
         if line is None:
             if not isinstance(event, ResponseReceived):
                 return
-            line = self.lines[event.agent_id] = AgentLine(event.agent_id, None, "main", "main", False)
+            line = self.lines[event.agent_id] = AgentLine(
+                event.agent_id, None, "main", "main", False
+            )
         if isinstance(event, ResponseReceived):
             line.turns = event.turn
             line.model = event.response.model or line.model
@@ -150,5 +141,17 @@ class AgentBoard:
         line = self.lines.get(agent_id)
         return line.cache_json() if line else []
 
-    def to_json(self) -> str:
-        return json.dumps([line.to_json() for line in self.lines.values()], indent=2)
+
+async def watch(
+    start: Callable[[], Awaitable[T]], board: AgentBoard, console: Console, *, live: bool
+) -> T:
+    """Await ``start()``, redrawing the agent tree while it runs when ``live``."""
+    if not live:
+        return await start()
+    with Live(board.render(), console=console, refresh_per_second=8) as view:
+        task = asyncio.ensure_future(start())
+        while not task.done():
+            view.update(board.render())
+            await asyncio.sleep(0.125)
+        view.update(board.render())
+        return await task

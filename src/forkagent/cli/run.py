@@ -10,14 +10,12 @@ from typing import Annotated, cast, get_args
 
 import typer
 from rich.console import Console
-from rich.live import Live
 
 from ..agent import Agent, RunResult
 from ..errors import ForkagentError
 from ..permissions import PermissionMode, PermissionPolicy
 from ..permissions.prompt import terminal_handler
-from ..telemetry.usage_tree import usage_dict
-from .live import AgentBoard
+from .live import AgentBoard, watch
 
 
 def run_command(
@@ -27,12 +25,12 @@ def run_command(
     ] = "emulator:claude-sonnet-4-5",
     cwd: Annotated[Path, typer.Option(help="Working directory for the agent's tools.")] = Path(),
     max_turns: Annotated[int | None, typer.Option(help="Turn limit for the main agent.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object at the end.")
+    ] = False,
     permission_mode: Annotated[
         str,
-        typer.Option(
-            help="default (ask for anything not read-only), accept_edits, plan, bypass."
-        ),
+        typer.Option(help="default (ask for anything not read-only), accept_edits, plan, bypass."),
     ] = "default",
 ) -> None:
     """Run an agent on PROMPT and show its tree of sub-agents as it works."""
@@ -41,7 +39,9 @@ def run_command(
     board = AgentBoard()
     if permission_mode not in get_args(PermissionMode):
         raise typer.BadParameter(f"unknown permission mode {permission_mode!r}")
-    policy = PermissionPolicy(mode=cast(PermissionMode, permission_mode), handler=terminal_handler())
+    policy = PermissionPolicy(
+        mode=cast(PermissionMode, permission_mode), handler=terminal_handler()
+    )
     agent = Agent(
         model=model,
         cwd=cwd,
@@ -51,7 +51,9 @@ def run_command(
     )
     console = Console(stderr=as_json)
     try:
-        result = asyncio.run(_run(agent, prompt, board, console, live=console.is_terminal))
+        result = asyncio.run(
+            watch(lambda: agent.run(prompt), board, console, live=console.is_terminal)
+        )
     except ForkagentError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
@@ -66,39 +68,10 @@ def run_command(
         console.print(f"[yellow]{result.status}:[/yellow] {result.error}")
 
 
-async def _run(
-    agent: Agent, prompt: str, board: AgentBoard, console: Console, *, live: bool
-) -> RunResult:
-    if not live:
-        return await agent.run(prompt)
-    with Live(board.render(), console=console, refresh_per_second=8) as view:
-        task = asyncio.create_task(agent.run(prompt))
-        while not task.done():
-            view.update(board.render())
-            await asyncio.sleep(0.125)
-        view.update(board.render())
-        return await task
-
-
 def _result_json(result: RunResult, board: AgentBoard) -> dict[str, object]:
     return {
         "status": result.status,
         "output": result.output,
         "error": result.error,
-        "agents": [
-            {
-                "id": a.id,
-                "parent": a.parent,
-                "kind": a.kind,
-                "label": a.label,
-                "status": a.status,
-                "background": a.background,
-                "model": a.model,
-                "turns": a.turns,
-                "usage": usage_dict(a.usage),
-                "cost": a.cost,
-                "cache": board.cache_json(a.id),
-            }
-            for a in result.agents
-        ],
+        "agents": [{**a.to_dict(), "cache": board.cache_json(a.id)} for a in result.agents],
     }
