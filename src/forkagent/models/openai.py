@@ -19,10 +19,9 @@ Mapping notes:
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Unpack
 
 from ..messages import (
     AssistantMessage,
@@ -37,19 +36,12 @@ from ..messages import (
 )
 from ..requests import ModelRequest, ModelSettings
 from ..usage import Usage
+from ._adapter import AdapterModel
 from ._cache import Position, ephemeral, message_breakpoints
 from ._json import as_dict, as_int, as_list, as_str, compact, get_int, parse_arguments
-from ._retry import (
-    DEFAULT_RETRY,
-    RetryPolicy,
-    provider_error,
-    stream_cut,
-    stream_with_retries,
-    with_retries,
-)
-from ._transport import Body, SdkErrors, SdkTransport, Transport, missing_sdk, require_key
+from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
+from ._transport import Body, ClientOptions, Endpoint, Transport, stainless_transport
 from .base import (
-    Model,
     ModelProfile,
     ModelResponse,
     StopReason,
@@ -60,21 +52,16 @@ from .base import (
     Warmup,
 )
 
-if TYPE_CHECKING:
-    import httpx2
-
 
 @dataclass(frozen=True, slots=True)
 class ChatDialect:
     """How one Chat Completions server differs from OpenAI's."""
 
     provider: str
-    key_variables: tuple[str, ...] = ()
-    """Environment variables holding the API key, first set wins."""
+    default_base_url: str | None = None
+    """None: the SDK's default (OpenAI's own API)."""
     key_required: bool = True
     """Local engines run without a key unless started with one."""
-    base_url_variable: str | None = None
-    default_base_url: str | None = None
     max_tokens_field: str = "max_tokens"
     send_cache_key: bool = False
     """Send ``settings.cache_key`` as ``prompt_cache_key`` (OpenAI's cache routing)."""
@@ -90,11 +77,21 @@ class ChatDialect:
             provider=self.provider, warmup=self.warmup, min_cache_tokens=self.min_cache_tokens
         )
 
+    @property
+    def endpoint(self) -> Endpoint:
+        """The key in ``<PROVIDER>_API_KEY``, the base URL in ``<PROVIDER>_BASE_URL``."""
+        prefix = self.provider.upper().replace("-", "_")
+        return Endpoint(
+            self.provider,
+            (f"{prefix}_API_KEY",),
+            f"{prefix}_BASE_URL",
+            self.default_base_url,
+            self.key_required,
+        )
+
 
 OPENAI = ChatDialect(
     provider="openai",
-    key_variables=("OPENAI_API_KEY",),
-    base_url_variable="OPENAI_BASE_URL",
     max_tokens_field="max_completion_tokens",
     send_cache_key=True,
     warmup="first_response_starts",
@@ -393,7 +390,7 @@ class ChatStream:
 # --- the model ----------------------------------------------------------------------------------
 
 
-class OpenAIModel(Model):
+class OpenAIModel(AdapterModel[Transport]):
     """A Chat Completions model through ``openai.AsyncOpenAI``, for OpenAI or a compatible server.
 
     The API key and base URL come from the arguments, else from the dialect's
@@ -406,76 +403,26 @@ class OpenAIModel(Model):
         name: str,
         *,
         dialect: ChatDialect = OPENAI,
-        api_key: str | None = None,
-        base_url: str | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
-        timeout: float = 600.0,
-        http_client: httpx2.AsyncClient | None = None,
         transport: Transport | None = None,
+        **client: Unpack[ClientOptions],
     ) -> None:
-        self._name = name
-        self.dialect = dialect
-        self.profile = dialect.profile()
-        self._retry = retry
-        self._transport = transport or _sdk_transport(
-            dialect, api_key, base_url, timeout, http_client
+        transport = transport or stainless_transport(
+            dialect.provider, "openai", "chat.completions.create", dialect.endpoint, client
         )
-
-    @property
-    def name(self) -> str:
-        return self._name
+        super().__init__(name, dialect.profile(), retry, transport)
+        self.dialect = dialect
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         body = render_request(request, self.dialect)
-        return parse_response(await with_retries(self._retry, lambda: self._transport.send(body)))
+        return parse_response(await self._send(lambda: self._transport.send(body)))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = render_request(request, self.dialect, stream=True)
-        async for event in stream_with_retries(
-            self._retry,
-            lambda: self._transport.stream(body),
-            lambda: ChatStream(self.dialect.provider),
+        async for event in self._stream(
+            lambda: self._transport.stream(body), lambda: ChatStream(self.dialect.provider)
         ):
             yield event
-
-    async def aclose(self) -> None:
-        await self._transport.aclose()
-
-
-def _sdk_transport(
-    dialect: ChatDialect,
-    api_key: str | None,
-    base_url: str | None,
-    timeout: float,
-    http_client: httpx2.AsyncClient | None,
-) -> Transport:
-    label = dialect.provider
-    if dialect.key_required:
-        key = require_key(api_key, label, *dialect.key_variables)
-    else:
-        key = api_key or next(filter(None, map(os.environ.get, dialect.key_variables)), "unused")
-    url = base_url or (dialect.base_url_variable and os.environ.get(dialect.base_url_variable))
-    try:
-        import httpx2
-        import openai
-    except ImportError as error:
-        raise missing_sdk("openai", "openai") from error
-    client = openai.AsyncOpenAI(
-        api_key=key,
-        base_url=url or dialect.default_base_url,
-        max_retries=0,
-        timeout=timeout,
-        http_client=http_client,
-    )
-    errors = SdkErrors(
-        provider=label,
-        key_variable=" or ".join(dialect.key_variables) or "api_key",
-        api_error=openai.APIError,
-        status_error=openai.APIStatusError,
-        connection_error=openai.APIConnectionError,
-        transport_error=httpx2.TransportError,
-    )
-    return SdkTransport(client.chat.completions.create, errors, client.close)
 
 
 def openai_model(name: str) -> OpenAIModel:
