@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..usage import Usage
 from . import tokens
 from .cache import (
     Block,
@@ -38,8 +37,10 @@ from .wire import (
     SseEvent,
     Turn,
     canonical,
+    content_blocks,
     conversation_key,
     dumps,
+    joined_text,
     optional,
     require,
 )
@@ -194,16 +195,6 @@ class ChatTurn(Turn):
         if isinstance(options, dict) and options.get("ttl") == "30m":
             return max(settings.openai_ttl, 1800.0)
         return settings.openai_ttl
-
-    def usage(self, result: CacheResult, output: Output) -> Usage:
-        written = result.written_tokens if self._explicit else 0
-        return Usage(
-            input_tokens=result.total_tokens - result.read_tokens - written,
-            output_tokens=output.output_tokens,
-            cache_read_tokens=result.read_tokens,
-            cache_write_5m_tokens=written,
-            requests=1,
-        )
 
     def _usage_json(self, result: CacheResult, output: Output) -> Json:
         read = result.read_tokens
@@ -370,13 +361,10 @@ def _part(layer: Layer, label: str, payload: Json, text: str, ttl: str | None) -
 
 def _content(message: Json) -> list[Json]:
     content = message.get("content")
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, list) and all(isinstance(p, dict) for p in content):
-        return content
-    raise invalid("messages: content must be a string or a list of content parts")
+    blocks = [] if content is None else content_blocks(content)
+    if blocks is None:
+        raise invalid("messages: content must be a string or a list of content parts")
+    return blocks
 
 
 def _part_text(part: Json) -> str:
@@ -405,4 +393,4 @@ def _view(call: Call, model: str, messages: list[Json]) -> EmulatedRequest:
 
 
 def _text(message: Json) -> str:
-    return "".join(str(p.get("text", "")) for p in _content(message) if p.get("type") == "text")
+    return joined_text(_content(message))

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..usage import Usage
 from . import tokens
 from .cache import CacheResult, Layer, PrefixCache, PrefixRules, Segment
 from .errors import ApiError, ErrorKind, invalid
@@ -233,14 +232,6 @@ class GeminiTurn(Turn):
             read_tokens=cached.tokens,
             cached_prefix_tokens=cached.tokens,
             outcomes=(outcome,),
-        )
-
-    def usage(self, result: CacheResult, output: Output) -> Usage:
-        return Usage(
-            input_tokens=result.total_tokens - result.read_tokens,
-            output_tokens=output.output_tokens,
-            cache_read_tokens=result.read_tokens,
-            requests=1,
         )
 
     def _usage_json(self, result: CacheResult, output: Output) -> Json:
