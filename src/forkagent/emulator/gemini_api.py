@@ -8,6 +8,7 @@ responses in the next user turn.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -93,9 +94,10 @@ class GeminiApi:
         self._lock = threading.Lock()
 
     def parse(self, call: Call, *, stream: bool) -> GeminiTurn:
-        return GeminiTurn(self, call, stream=stream)
+        return GeminiTurn(self, _camel_call(call), stream=stream)
 
     def count_tokens(self, call: Call) -> Json:
+        call = _camel_call(call)
         request = call.body.get("generateContentRequest") or call.body
         cached = self.cache_for(request, _model(call))
         segments = _segments(request)
@@ -103,7 +105,7 @@ class GeminiApi:
         return {"totalTokens": total, "cachedContentTokenCount": cached.tokens if cached else 0}
 
     def create_cache(self, call: Call) -> Json:
-        body = call.body
+        body = _camel_call(call).body
         model = _bare_model(str(body.get("model") or ""))
         if not model:
             raise invalid("model: Field required")
@@ -286,6 +288,37 @@ def _output_parts(output: Output, *, whole: bool) -> list[tuple[Json, int]]:
             call["id"] = c.id
         parts.append(({"functionCall": call}, tokens.count(c.name + c.arguments)))
     return parts
+
+
+_OPAQUE = frozenset(
+    {"args", "response", "parameters", "parametersJsonSchema", "responseSchema", "responseJsonSchema"}
+)
+"""Fields whose value is the caller's own JSON (a Struct) or a schema: kept exactly as sent."""
+
+
+def _camel_call(call: Call) -> Call:
+    """The call with every field name in lowerCamelCase.
+
+    The API reads a field under its JSON name or its proto name (proto3 JSON
+    mapping), and google-genai sends some nested ones in snake_case
+    (``inlineData.mime_type``, ``thinkingConfig.include_thoughts``,
+    ``parameters_json_schema``); one spelling also gives one cache key.
+    """
+    return dataclasses.replace(call, body=_camel_fields(call.body))
+
+
+def _camel_fields(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_camel_fields(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    named = {_camel(k): v for k, v in value.items()}
+    return {k: v if k in _OPAQUE else _camel_fields(v) for k, v in named.items()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def _model(call: Call) -> str:
