@@ -24,7 +24,7 @@ Layer: TypeAlias = Literal["tools", "system", "messages"]
 Probe: TypeAlias = Literal["hit", "pending", "expired", "absent"]
 
 LAYERS: tuple[Layer, ...] = ("tools", "system", "messages")
-TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}
+TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "30m": 1800.0, "1h": 3600.0, "12h": 43200.0}
 PREFIX_WRITE = "default"
 """The TTL name under which automatic prefix caches report what they wrote."""
 

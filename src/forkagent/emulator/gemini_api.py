@@ -291,7 +291,14 @@ def _output_parts(output: Output, *, whole: bool) -> list[tuple[Json, int]]:
 
 
 _OPAQUE = frozenset(
-    {"args", "response", "parameters", "parametersJsonSchema", "responseSchema", "responseJsonSchema"}
+    {
+        "args",
+        "response",
+        "parameters",
+        "parametersJsonSchema",
+        "responseSchema",
+        "responseJsonSchema",
+    }
 )
 """Fields whose value is the caller's own JSON (a Struct) or a schema: kept exactly as sent."""
 

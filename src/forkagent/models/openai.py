@@ -13,13 +13,16 @@ Mapping notes:
   JSON, else as compact JSON in the original key order.
 - Thinking is sent back only to servers that take it (``reasoning_field``), and
   read from ``reasoning_content`` or ``reasoning``.
+- Explicit cache breakpoints go where Anthropic's do: DashScope's ``cache_control``,
+  and ``prompt_cache_breakpoint`` in explicit mode for OpenAI's gpt-5.6 and later.
 - Cache writes (``cache_write_tokens``, DashScope's ``cache_creation_input_tokens``)
   count as 5-minute writes in ``Usage``.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -67,6 +70,9 @@ class ChatDialect:
     """Send ``settings.cache_key`` as ``prompt_cache_key`` (OpenAI's cache routing)."""
     cache_markers: bool = False
     """Explicit ``cache_control`` on content parts (DashScope); content is then always a list."""
+    breakpoint_models: Callable[[str], bool] | None = None
+    """Models that take ``prompt_cache_breakpoint`` on content parts (OpenAI's newer ones): their
+    requests go in explicit cache mode, with breakpoints where DashScope's markers go."""
     reasoning_field: str | None = None
     """Assistant field that takes thinking back (DeepSeek's ``reasoning_content``)."""
     warmup: Warmup = "none"
@@ -76,6 +82,17 @@ class ChatDialect:
         return ModelProfile(
             provider=self.provider, warmup=self.warmup, min_cache_tokens=self.min_cache_tokens
         )
+
+    def takes_breakpoints(self, model: str) -> bool:
+        return self.breakpoint_models is not None and self.breakpoint_models(model)
+
+    def marker(self, model: str) -> Body | None:
+        """The field that makes a content part of ``model``'s requests a cache breakpoint."""
+        if self.cache_markers:
+            return {"cache_control": ephemeral("5m")}
+        if self.takes_breakpoints(model):
+            return {"prompt_cache_breakpoint": {"mode": "explicit"}}
+        return None
 
     @property
     def endpoint(self) -> Endpoint:
@@ -90,10 +107,20 @@ class ChatDialect:
         )
 
 
+_GPT_VERSION = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
+
+
+def takes_breakpoints(model: str) -> bool:
+    """gpt-5.6 and later take ``prompt_cache_options`` and per-part ``prompt_cache_breakpoint``."""
+    version = _GPT_VERSION.match(model)
+    return version is not None and (int(version[1]), int(version[2] or 0)) >= (5, 6)
+
+
 OPENAI = ChatDialect(
     provider="openai",
     max_tokens_field="max_completion_tokens",
     send_cache_key=True,
+    breakpoint_models=takes_breakpoints,
     warmup="first_response_starts",
     min_cache_tokens=1024,
 )
@@ -120,6 +147,8 @@ def render_request(request: ModelRequest, dialect: ChatDialect, *, stream: bool 
             for t in request.tools
         ]
     body.update(_settings(settings, dialect))
+    if dialect.takes_breakpoints(request.model):
+        body["prompt_cache_options"] = {"mode": "explicit"}
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
@@ -162,10 +191,9 @@ class _Renderer:
     def __init__(self, request: ModelRequest, dialect: ChatDialect) -> None:
         self._request = request
         self._dialect = dialect
-        self._parts_always = dialect.cache_markers
-        marks = message_breakpoints(request, _markable) if dialect.cache_markers else frozenset()
+        self._marker = dialect.marker(request.model)
+        marks = message_breakpoints(request, _markable) if self._marker else frozenset()
         self._marks: frozenset[Position] = marks
-        self._control = ephemeral("5m")
 
     def messages(self) -> list[JsonValue]:
         out: list[JsonValue] = []
@@ -185,8 +213,7 @@ class _Renderer:
         parts = [_text_part(b.text) for b in blocks if b.text]
         if not parts:
             return None
-        if self._dialect.cache_markers:
-            parts[-1]["cache_control"] = self._control
+        self._mark(parts[-1], True)
         return {"role": "system", "content": self._content(parts)}
 
     def _user(self, message: UserMessage, index: int) -> list[Body]:
@@ -226,14 +253,15 @@ class _Renderer:
         return out
 
     def _content(self, parts: list[Body]) -> JsonValue:
-        """A lone text part is sent as a plain string unless the dialect wants lists."""
-        if not self._parts_always and len(parts) == 1 and parts[0]["type"] == "text":
+        """A lone text part is sent as a plain string, unless markers are on: then moving a
+        marker changes nothing but the marker."""
+        if self._marker is None and len(parts) == 1 and parts[0]["type"] == "text":
             return parts[0]["text"]
         return parts
 
     def _mark(self, part: Body, marked: bool) -> Body:
-        if marked:
-            part["cache_control"] = self._control
+        if marked and self._marker is not None:
+            part.update(self._marker)
         return part
 
 
