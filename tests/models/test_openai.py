@@ -27,6 +27,7 @@ from ._helpers import (
     FAST,
     LONG_SYSTEM,
     assert_golden,
+    capture_bodies,
     check_conversation,
     converse,
     rich_request,
@@ -340,13 +341,7 @@ async def test_settings_reach_the_server(
 async def test_fork_siblings_read_the_prefix_their_first_member_wrote_at_its_breakpoint(
     emulator: Emulator, server: RunningServer, closing: list[Model]
 ) -> None:
-    bodies: list[dict[str, Any]] = []
-
-    def capture(request: EmulatedRequest) -> Reply:
-        bodies.append(dict(request.body))
-        return Reply(text="done")
-
-    emulator.set_policy(capture)
+    bodies = capture_bodies(emulator)
     parent = (user("Shared context, read with care. " * 400), assistant("Understood."))
     children = [
         ModelRequest(
