@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from _emu_helpers import text
@@ -145,3 +146,82 @@ def test_gemini_streaming_and_function_calls(gemini: genai.Client, emu: Emulator
     reply = ask(gemini, "call it")
     assert reply.function_calls is not None
     assert (reply.function_calls[0].name, reply.function_calls[0].args) == ("lookup", {"t": "1"})
+
+
+def test_gemini_reads_the_snake_case_fields_the_sdk_sends(
+    gemini: genai.Client, emu: Emulator
+) -> None:
+    """google-genai sends thinkingConfig as include_thoughts/thinking_budget: thoughts come back."""
+    emu.script(Reply(text="The answer.", thinking="Working it out first."))
+    thinking = types.ThinkingConfig(include_thoughts=True, thinking_budget=-1)
+    reply = ask(gemini, "think, then answer", thinking_config=thinking)
+    assert reply.candidates is not None
+    assert reply.candidates[0].content is not None
+    parts = reply.candidates[0].content.parts or []
+    assert [(p.thought, p.text) for p in parts] == [
+        (True, "Working it out first."),
+        (None, "The answer."),
+    ]
+    assert reply.usage_metadata is not None
+    assert reply.usage_metadata.thoughts_token_count
+
+
+def _sdk_body(prompt: str) -> dict[str, Any]:
+    """A generateContent body exactly as google-genai 3.x puts it on the wire (captured over
+    loopback): top-level fields in camelCase, some nested ones in snake_case."""
+    return {
+        "contents": [
+            {
+                "parts": [
+                    {"text": prompt},
+                    {"inlineData": {"data": "YWJj", "mime_type": "image/png"}},
+                ],
+                "role": "user",
+            }
+        ],
+        "systemInstruction": {"parts": [{"text": "be brief"}], "role": "user"},
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {
+                        "description": "Look a ticket up.",
+                        "name": "lookup",
+                        "parameters_json_schema": {
+                            "type": "object",
+                            "properties": {"ticket_key": {"type": "string"}},
+                        },
+                    }
+                ]
+            }
+        ],
+        "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
+        "generationConfig": {
+            "maxOutputTokens": 3,
+            "thinkingConfig": {"include_thoughts": True, "thinking_budget": -1},
+        },
+    }
+
+
+def _camel_body(prompt: str) -> dict[str, Any]:
+    """The same request with every field under its JSON (camelCase) name, as REST clients send it."""
+    body = _sdk_body(prompt)
+    body["contents"][0]["parts"][1] = {"inlineData": {"data": "YWJj", "mimeType": "image/png"}}
+    declaration = body["tools"][0]["functionDeclarations"][0]
+    declaration["parametersJsonSchema"] = declaration.pop("parameters_json_schema")
+    body["generationConfig"]["thinkingConfig"] = {"includeThoughts": True, "thinkingBudget": -1}
+    return body
+
+
+async def test_gemini_takes_either_spelling_of_a_field_as_the_same_request(emu: Emulator) -> None:
+    """Rule (Gemini, proto3 JSON): a field is read under its camelCase or its snake_case name;
+    the SDK's body and its camelCase twin are one prompt, so the second reads the first's cache."""
+    path = f"/v1beta/models/{FLASH}:generateContent"
+    prompt = text(1500)
+    emu.script(Reply(text="A long answer that does not fit.", thinking="Some thought."))
+    first = (await emu.dispatch("POST", path, _sdk_body(prompt))).body
+    second = (await emu.dispatch("POST", path, _camel_body(prompt))).body
+    assert first["candidates"][0]["content"]["parts"][0]["thought"] is True
+    assert first["candidates"][0]["finishReason"] == "MAX_TOKENS"
+    assert first["usageMetadata"]["promptTokenCount"] == second["usageMetadata"]["promptTokenCount"]
+    assert "cachedContentTokenCount" not in first["usageMetadata"]
+    assert second["usageMetadata"]["cachedContentTokenCount"] > 1024

@@ -160,6 +160,105 @@ def test_openai_tool_messages_must_answer_tool_calls(oai: openai.OpenAI) -> None
         oai.chat.completions.create(model="gpt-4.1", messages=messages)  # type: ignore[arg-type]
 
 
+GPT_56 = "gpt-5.6"
+"""A model that takes ``prompt_cache_breakpoint`` (gpt-5.6 and later)."""
+
+
+def marked(body: str, **breakpoint: str) -> dict[str, Any]:
+    return {
+        "type": "text",
+        "text": body,
+        "prompt_cache_breakpoint": {"mode": "explicit"} | breakpoint,
+    }
+
+
+def gpt56(client: openai.OpenAI, messages: list[Any], mode: str = "explicit") -> ChatCompletion:
+    return chat(client, "", model=GPT_56, messages=messages, prompt_cache_options={"mode": mode})
+
+
+def written(reply: ChatCompletion) -> int:
+    assert reply.usage is not None
+    assert reply.usage.prompt_tokens_details is not None
+    return reply.usage.prompt_tokens_details.cache_write_tokens or 0
+
+
+def test_rule_openai_explicit_breakpoint_writes_then_reads_its_exact_prefix(
+    oai: openai.OpenAI,
+) -> None:
+    """Rule (OpenAI, newer models): prompt_cache_breakpoint marks the exact end of a prefix
+    (not rounded to a block); usage reports cache_write_tokens, then cached_tokens."""
+    system = {"role": "system", "content": [marked(text(1500))]}
+    first = gpt56(oai, [system, {"role": "user", "content": "q1"}])
+    second = gpt56(oai, [system, {"role": "user", "content": "q2"}])
+    assert (cached(first), written(second)) == (0, 0)
+    assert written(first) == cached(second) > 1500
+    assert cached(second) % 128 != 0
+    assert second.usage is not None
+    assert second.usage.prompt_tokens > cached(second)
+
+
+def test_rule_openai_explicit_mode_without_breakpoints_caches_nothing(oai: openai.OpenAI) -> None:
+    """Rule (OpenAI): mode explicit turns the implicit breakpoint off."""
+    messages = [{"role": "user", "content": text(2000)}]
+    for _ in range(2):
+        reply = gpt56(oai, messages)
+        assert (cached(reply), written(reply)) == (0, 0)
+
+
+def test_rule_openai_implicit_mode_adds_its_own_breakpoint_at_the_end(
+    oai: openai.OpenAI, emu: Emulator
+) -> None:
+    """Rule (OpenAI): in implicit mode a request writes its explicit breakpoints and one of its own."""
+    messages = [
+        {"role": "system", "content": [marked(text(1500))]},
+        {"role": "user", "content": text(300, "question")},
+    ]
+    first = gpt56(oai, messages, mode="implicit")
+    assert [b.label for b in emu.log.last.breakpoints] == [
+        "messages[0].content[0]",
+        "messages[1].content[0]",
+    ]
+    assert first.usage is not None
+    assert written(first) == first.usage.prompt_tokens
+    assert cached(gpt56(oai, messages, mode="implicit")) == first.usage.prompt_tokens
+
+
+def test_rule_openai_at_most_four_breakpoint_writes(oai: openai.OpenAI, emu: Emulator) -> None:
+    """Rule (OpenAI): a request writes at most its latest four breakpoints (no error)."""
+    parts = [marked(text(1100, f"p{i}")) for i in range(5)]
+    gpt56(oai, [{"role": "user", "content": parts}])
+    assert [b.label for b in emu.log.last.breakpoints] == [
+        f"messages[0].content[{i}]" for i in range(1, 5)
+    ]
+    assert cached(gpt56(oai, [{"role": "user", "content": parts[:1]}])) == 0
+
+
+def test_rule_openai_breakpoints_have_no_block_lookback_limit(oai: openai.OpenAI) -> None:
+    """Rule (OpenAI): a breakpoint finds a cached prefix however many blocks back it ends."""
+    head = marked(text(1500))
+    gpt56(oai, [{"role": "user", "content": [head]}])
+    unmarked = {"type": "text", "text": head["text"]}
+    far = [unmarked, *({"type": "text", "text": f"c{i}"} for i in range(39)), marked("end")]
+    assert cached(gpt56(oai, [{"role": "user", "content": far}])) > 1500
+
+
+@pytest.mark.parametrize(
+    ("mode", "part"),
+    [
+        ("explicit", {"type": "text", "text": "x", "prompt_cache_breakpoint": {"mode": "auto"}}),
+        ("explicit", marked("x", ttl="1h")),
+        ("sometimes", marked("x")),
+    ],
+)
+def test_rule_openai_breakpoint_settings_are_checked(
+    oai: openai.OpenAI, mode: str, part: dict[str, Any]
+) -> None:
+    """Rule (OpenAI): a breakpoint's mode is 'explicit' and its ttl 30m or 12h; the request's
+    mode is implicit or explicit."""
+    with pytest.raises(openai.BadRequestError):
+        gpt56(oai, [{"role": "user", "content": [part]}], mode=mode)
+
+
 def qwen_messages(prefix: str, question: str, *, marks: int = 1) -> list[dict[str, Any]]:
     system = {"type": "text", "text": prefix, "cache_control": ephemeral()}
     return [

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
-from forkagent.emulator import Emulator, Reply, ToolCall
+from forkagent.emulator import EmulatedRequest, Emulator, Reply, ToolCall
 from forkagent.messages import (
     ImageBlock,
     JsonValue,
@@ -95,6 +96,18 @@ def assert_golden(name: str, value: JsonValue) -> None:
     if os.environ.get("FORKAGENT_UPDATE_GOLDEN"):
         path.write_text(text)
     assert path.read_text() == text, f"{path.name} changed; FORKAGENT_UPDATE_GOLDEN=1 to accept"
+
+
+def capture_bodies(emulator: Emulator) -> list[dict[str, Any]]:
+    """The request bodies the emulator receives from now on; each is answered "done"."""
+    bodies: list[dict[str, Any]] = []
+
+    def capture(request: EmulatedRequest) -> Reply:
+        bodies.append(dict(request.body))
+        return Reply(text="done")
+
+    emulator.set_policy(capture)
+    return bodies
 
 
 def script_tool_turn(emulator: Emulator) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from forkagent.emulator import EmulatedRequest, Emulator, Fault, Reply, RunningServer
 from forkagent.errors import MissingCredentialsError, StreamInterruptedError
-from forkagent.messages import ThinkingBlock, ToolUseBlock, user
+from forkagent.messages import ThinkingBlock, ToolUseBlock, assistant, user
 from forkagent.models import Model, ResponseComplete, TextDelta, ThinkingDelta, ToolUseStarted
 from forkagent.models.compat import DASHSCOPE, DEEPSEEK, LLAMACPP, VLLM
 from forkagent.models.openai import (
@@ -19,12 +19,15 @@ from forkagent.models.openai import (
     parse_response,
     parse_usage,
     render_request,
+    takes_breakpoints,
 )
-from forkagent.requests import ModelRequest, ModelSettings
+from forkagent.requests import BlockPosition, ModelRequest, ModelSettings
 
 from ._helpers import (
     FAST,
+    LONG_SYSTEM,
     assert_golden,
+    capture_bodies,
     check_conversation,
     converse,
     rich_request,
@@ -91,6 +94,42 @@ def test_dashscope_markers_sit_where_anthropic_puts_its_breakpoints() -> None:
     # system's last part, the second tool result (end of the shared prefix), the last user text
     assert marked == [(0, 1), (4, 0), (7, 0)]
     assert all(isinstance(m["content"], list) for m in messages if m["content"] is not None)
+
+
+def _breakpoints(body: dict[str, Any]) -> list[tuple[int, int]]:
+    return [
+        (i, j)
+        for i, m in enumerate(body["messages"])
+        if isinstance(m["content"], list)
+        for j, part in enumerate(m["content"])
+        if part.get("prompt_cache_breakpoint") == {"mode": "explicit"}
+    ]
+
+
+def test_newer_openai_models_get_explicit_breakpoints_where_dashscope_gets_markers() -> None:
+    body = render_request(rich_request("gpt-5.6"), OPENAI)
+    assert body["prompt_cache_options"] == {"mode": "explicit"}
+    assert _breakpoints(body) == [(0, 1), (4, 0), (7, 0)]
+    assert all(isinstance(m["content"], list) for m in body["messages"] if m["content"] is not None)
+    older = render_request(rich_request("gpt-4.1"), OPENAI)
+    assert "prompt_cache_options" not in older
+    assert _breakpoints(older) == []
+
+
+@pytest.mark.parametrize(
+    ("model", "takes"),
+    [
+        ("gpt-5.6", True),
+        ("gpt-5.6-mini-2026-01-01", True),
+        ("gpt-6", True),
+        ("gpt-5.5", False),
+        ("gpt-5", False),
+        ("gpt-4.1", False),
+        ("o3", False),
+    ],
+)
+def test_breakpoints_are_for_gpt_5_6_and_later(model: str, takes: bool) -> None:
+    assert takes_breakpoints(model) is takes
 
 
 def test_thinking_goes_back_only_where_the_dialect_takes_it() -> None:
@@ -297,6 +336,32 @@ async def test_settings_reach_the_server(
     assert vllm_body["cache_salt"] == "tenant-1"
     assert vllm_body["stream_options"] == {"include_usage": True}
     assert "prompt_cache_key" not in vllm_body
+
+
+async def test_fork_siblings_read_the_prefix_their_first_member_wrote_at_its_breakpoint(
+    emulator: Emulator, server: RunningServer, closing: list[Model]
+) -> None:
+    bodies = capture_bodies(emulator)
+    parent = (user("Shared context, read with care. " * 400), assistant("Understood."))
+    children = [
+        ModelRequest(
+            model="gpt-5.6",
+            system=LONG_SYSTEM,
+            messages=(*parent, user(directive)),
+            shared_prefix_end=BlockPosition(message=1, block=0),
+        )
+        for directive in ("Task one.", "Task two.", "Task three.")
+    ]
+    model = _model(server, closing, "gpt-5.6", OPENAI)
+    first = await model.request(children[0])
+    siblings = [await model.request(child) for child in children[1:]]
+    assert first.usage.cache_read_tokens == 0
+    assert first.usage.cache_write_5m_tokens > 7000
+    for sibling in siblings:
+        assert sibling.usage.cache_read_tokens > 7000
+        assert 0 < sibling.usage.cache_write_5m_tokens < 20
+    assert bodies[0]["prompt_cache_options"] == {"mode": "explicit"}
+    assert _breakpoints(bodies[0]) == [(0, 0), (2, 0), (3, 0)]
 
 
 async def test_429_is_retried_after_retry_after(

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from ..usage import Usage
 from . import tokens
 from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, digest
 from .errors import ApiError, ErrorKind, invalid
@@ -31,8 +30,10 @@ from .wire import (
     SseEvent,
     Turn,
     canonical,
+    content_blocks,
     conversation_key,
     dumps,
+    joined_text,
     optional,
     require,
 )
@@ -210,12 +211,10 @@ def _message_blocks(index: int, message: Any) -> list[Block]:
 
 
 def _contents(message: Json) -> list[Json]:
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+    blocks = content_blocks(message.get("content"))
+    if blocks is None:
         raise invalid("messages: content must be a string or a list of content blocks")
-    return content
+    return blocks
 
 
 def _block(layer: Layer, label: str, role: str | None, block: Any) -> Block:
@@ -380,16 +379,6 @@ class AnthropicTurn(Turn):
             return None
         return {"cache_miss_reason": {"type": reason, "cache_missed_input_tokens": missed}}
 
-    def usage(self, result: CacheResult, output: Output) -> Usage:
-        return Usage(
-            input_tokens=result.total_tokens - result.cached_prefix_tokens,
-            output_tokens=output.output_tokens,
-            cache_read_tokens=result.read_tokens,
-            cache_write_5m_tokens=result.written.get("5m", 0),
-            cache_write_1h_tokens=result.written.get("1h", 0),
-            requests=1,
-        )
-
     def _usage_json(self, result: CacheResult, output_tokens: int) -> Json:
         return {
             "input_tokens": result.total_tokens - result.cached_prefix_tokens,
@@ -508,12 +497,7 @@ def _thinking(text: str) -> Json:
 
 
 def _text_of(message: Json) -> str:
-    content = message.get("content", "")
-    if isinstance(content, str):
-        return content
-    return "".join(
-        str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"
-    )
+    return joined_text(_contents(message)) if message else ""
 
 
 def _extends(longer: tuple[bytes, ...], prefix: tuple[bytes, ...]) -> bool:

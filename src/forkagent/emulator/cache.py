@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
@@ -24,7 +24,9 @@ Layer: TypeAlias = Literal["tools", "system", "messages"]
 Probe: TypeAlias = Literal["hit", "pending", "expired", "absent"]
 
 LAYERS: tuple[Layer, ...] = ("tools", "system", "messages")
-TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}
+TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "30m": 1800.0, "1h": 3600.0, "12h": 43200.0}
+PREFIX_WRITE = "default"
+"""The TTL name under which automatic prefix caches report what they wrote."""
 
 
 def digest(*parts: bytes) -> bytes:
@@ -88,24 +90,27 @@ class EntryStore:
     def publish(self, writer: int, at: float) -> None:
         """Make ``writer``'s entries readable from time ``at`` on."""
         with self._lock:
-            for key in self._pending.pop(writer, ()):
-                entry = self._entries.get(key)
-                if entry is None:
-                    continue
-                entry.writers.discard(writer)
+            for _, entry in self._release(writer):
                 if entry.visible_at is None or entry.visible_at > at:
                     entry.visible_at = at
 
     def abandon(self, writer: int) -> None:
         """Drop ``writer``'s pending entries that nobody else is writing."""
         with self._lock:
-            for key in self._pending.pop(writer, ()):
-                entry = self._entries.get(key)
-                if entry is None:
-                    continue
-                entry.writers.discard(writer)
+            for key, entry in self._release(writer):
                 if entry.visible_at is None and not entry.writers:
                     del self._entries[key]
+
+    def _release(self, writer: int) -> Iterator[tuple[bytes, _Entry]]:
+        """``writer``'s pending entries that still exist, ``writer`` no longer among their writers.
+
+        Call with the lock held.
+        """
+        for key in self._pending.pop(writer, ()):
+            entry = self._entries.get(key)
+            if entry is not None:
+                entry.writers.discard(writer)
+                yield key, entry
 
     def clear(self) -> None:
         with self._lock:
@@ -419,7 +424,7 @@ class PrefixCache(_Engine):
         return CacheResult(
             total_tokens=total,
             read_tokens=read_tokens,
-            written={"default": written} if written else {},
+            written={PREFIX_WRITE: written} if written else {},
             cached_prefix_tokens=prefixes.tokens[last],
             outcomes=(outcome,),
         )

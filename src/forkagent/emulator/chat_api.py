@@ -2,8 +2,9 @@
 
 The model id picks the rules: OpenAI's automatic prefix cache (1024 tokens,
 then 128-token steps, routed by ``prompt_cache_key`` and the first 256
-tokens), DashScope for ``qwen*`` (explicit ``cache_control`` blocks or the
-implicit cache), DeepSeek for ``deepseek*`` (64-token units from token 0).
+tokens) or its explicit ``prompt_cache_breakpoint`` parts, DashScope for
+``qwen*`` (explicit ``cache_control`` blocks or the implicit cache), DeepSeek
+for ``deepseek*`` (64-token units from token 0).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..usage import Usage
 from . import tokens
 from .cache import (
     Block,
@@ -30,7 +30,7 @@ from .cache import (
 )
 from .errors import ApiError, ErrorKind, invalid
 from .policies import EmulatedRequest
-from .profiles import CacheSettings, chat_profile
+from .profiles import CacheSettings, ChatProfile, chat_profile
 from .wire import (
     Call,
     Json,
@@ -38,13 +38,17 @@ from .wire import (
     SseEvent,
     Turn,
     canonical,
+    content_blocks,
     conversation_key,
     dumps,
+    joined_text,
     optional,
     require,
 )
 
 OPENAI_RULES = (1024, 128)
+OPENAI_EXPLICIT = BlockRules(min_tokens=1024, lookback=1 << 30, max_breakpoints=4)
+"""``prompt_cache_breakpoint``: no block lookback limit, at most 4 writes a request."""
 DASHSCOPE_EXPLICIT = BlockRules(min_tokens=1024, lookback=20, max_breakpoints=4)
 DASHSCOPE_IMPLICIT = (256, 64)
 DEEPSEEK_UNIT = 64
@@ -52,6 +56,12 @@ ROUTING_TOKENS = 256
 MODELS = ("gpt-5", "gpt-4.1", "gpt-4o", "qwen-plus", "qwen-max", "deepseek-chat")
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
+_MARKERS: Mapping[ChatProfile, str] = {
+    "openai": "prompt_cache_breakpoint",
+    "dashscope": "cache_control",
+}
+"""The content-part field each provider takes as an explicit cache breakpoint."""
+_BREAKPOINT_TTLS = ("30m", "12h")
 _ERRORS: Mapping[ErrorKind, tuple[str, str | None]] = {
     "invalid_request": ("invalid_request_error", None),
     "authentication": ("invalid_request_error", "invalid_api_key"),
@@ -147,8 +157,12 @@ class ChatTurn(Turn):
         options = optional(body, "stream_options", dict) or {}
         self._include_usage = bool(options.get("include_usage"))
         self.with_thinking = self.profile != "openai" or "reasoning_effort" in body
-        self._parts = _parts(body, messages)
-        self._explicit = self.profile == "dashscope" and any(p.ttl for p in self._parts)
+        self._mode, self._ttl = (
+            _cache_options(body) if self.profile == "openai" else ("implicit", "30m")
+        )
+        self._parts = _parts(body, messages, _MARKERS.get(self.profile), self._ttl)
+        marked = any(p.ttl for p in self._parts)
+        self._explicit = marked or self._mode == "explicit"
         if self.profile != "openai":
             self.visibility = "end"
         if self.profile == "deepseek":
@@ -157,15 +171,33 @@ class ChatTurn(Turn):
         self.request = _view(call, self.model, messages)
 
     def account(self, now: float, writer: int, message_id: str) -> CacheResult:
-        if self._explicit:
+        if self._explicit and self.profile == "dashscope":
             blocks = [Block(p.layer, p.label, p.content, len(p.tokens), p.ttl) for p in self._parts]
             namespace = f"dashscope\0{self.model}"
             return self._api.blocks.evaluate(
                 namespace, blocks, {}, DASHSCOPE_EXPLICIT, now=now, writer=writer
             )
         segments = [Segment(p.label, p.layer, p.tokens) for p in self._parts]
+        if self._explicit:
+            namespace = f"openai-explicit\0{self._route(segments, now)}"
+            return self._api.blocks.evaluate(
+                namespace, self._breakpoints(), {}, OPENAI_EXPLICIT, now=now, writer=writer
+            )
         namespace, rules = self._prefix_rules(segments, now)
         return self._api.prefixes.evaluate(namespace, segments, rules, now=now, writer=writer)
+
+    def _breakpoints(self) -> list[Block]:
+        """OpenAI's blocks: explicit mode writes the latest 4 breakpoints; implicit mode the
+        latest 3 and its own at the end of the prompt."""
+        ttls = [p.ttl for p in self._parts]
+        if self._mode == "implicit":
+            explicit = [i for i, ttl in enumerate(ttls) if ttl is not None][-3:]
+            ttls = [ttl if i in explicit else None for i, ttl in enumerate(ttls)]
+            ttls[-1] = ttls[-1] or self._ttl
+        return [
+            Block(p.layer, p.label, p.content, len(p.tokens), ttl)
+            for p, ttl in zip(self._parts, ttls, strict=True)
+        ]
 
     def _prefix_rules(self, segments: list[Segment], now: float) -> tuple[str, PrefixRules]:
         settings = self._api.settings
@@ -177,14 +209,17 @@ class ChatTurn(Turn):
             return f"dashscope-implicit\0{self.model}", PrefixRules(
                 minimum, unit, settings.dashscope_implicit_ttl
             )
+        minimum, unit = OPENAI_RULES
+        return f"openai\0{self._route(segments, now)}", PrefixRules(
+            minimum, unit, self._openai_ttl()
+        )
+
+    def _route(self, segments: list[Segment], now: float) -> str:
+        """OpenAI's cache machine: model, ``prompt_cache_key`` and the first 256 tokens."""
         head = [t for s in segments for t in s.tokens][:ROUTING_TOKENS]
         key = str(self._body.get("prompt_cache_key") or "")
         route = hashlib.sha256(canonical([self.model, key, head])).digest()
-        replica = self._api.replica(route, now)
-        minimum, unit = OPENAI_RULES
-        return f"openai\0{self.model}\0{route.hex()}\0{replica}", PrefixRules(
-            minimum, unit, self._openai_ttl()
-        )
+        return f"{self.model}\0{route.hex()}\0{self._api.replica(route, now)}"
 
     def _openai_ttl(self) -> float:
         settings = self._api.settings
@@ -194,16 +229,6 @@ class ChatTurn(Turn):
         if isinstance(options, dict) and options.get("ttl") == "30m":
             return max(settings.openai_ttl, 1800.0)
         return settings.openai_ttl
-
-    def usage(self, result: CacheResult, output: Output) -> Usage:
-        written = result.written_tokens if self._explicit else 0
-        return Usage(
-            input_tokens=result.total_tokens - result.read_tokens - written,
-            output_tokens=output.output_tokens,
-            cache_read_tokens=result.read_tokens,
-            cache_write_5m_tokens=written,
-            requests=1,
-        )
 
     def _usage_json(self, result: CacheResult, output: Output) -> Json:
         read = result.read_tokens
@@ -215,7 +240,9 @@ class ChatTurn(Turn):
         }
         if self.profile == "openai":
             details["audio_tokens"] = 0
-        if self._explicit:
+        if self._explicit and self.profile == "openai":
+            details["cache_write_tokens"] = result.written_tokens
+        elif self._explicit:
             written = result.written_tokens
             details["cache_creation_input_tokens"] = written
             details["cache_creation"] = {"ephemeral_5m_input_tokens": written}
@@ -316,7 +343,18 @@ def _check_messages(messages: list[Any]) -> None:
         expected = {str(c.get("id")) for c in calls if isinstance(c, dict)}
 
 
-def _parts(body: Json, messages: list[Json]) -> list[_Part]:
+def _cache_options(body: Json) -> tuple[str, str]:
+    """``prompt_cache_options``: the mode (``implicit`` by default) and the request's TTL."""
+    options = optional(body, "prompt_cache_options", dict) or {}
+    mode, ttl = options.get("mode", "implicit"), options.get("ttl", "30m")
+    if mode not in ("implicit", "explicit"):
+        raise invalid("prompt_cache_options.mode: Input should be 'implicit' or 'explicit'")
+    if ttl != "30m":
+        raise invalid("prompt_cache_options.ttl: Input should be '30m'")
+    return mode, ttl
+
+
+def _parts(body: Json, messages: list[Json], marker: str | None, ttl: str) -> list[_Part]:
     parts = [
         _part("tools", f"tools[{i}]", {"tool": tool}, f"<|tool|>{dumps(tool)}", None)
         for i, tool in enumerate(optional(body, "tools", list) or [])
@@ -326,11 +364,11 @@ def _parts(body: Json, messages: list[Json]) -> list[_Part]:
             _part("tools", "response_format", {"response_format": schema}, dumps(schema), None)
         )
     for i, message in enumerate(messages):
-        parts += _message_parts(i, message)
+        parts += _message_parts(i, message, marker, ttl)
     return parts
 
 
-def _message_parts(index: int, message: Json) -> list[_Part]:
+def _message_parts(index: int, message: Json, marker: str | None, ttl: str) -> list[_Part]:
     role = message["role"]
     layer: Layer = "system" if role in ("system", "developer") else "messages"
     header = f"<|{role}|>"
@@ -339,15 +377,12 @@ def _message_parts(index: int, message: Json) -> list[_Part]:
         header += f"{message['tool_call_id']}\n"
     out: list[_Part] = []
     for j, part in enumerate(_content(message)):
-        bare = {k: v for k, v in part.items() if k != "cache_control"}
+        label = f"messages[{index}].content[{j}]"
+        bare = {k: v for k, v in part.items() if k not in _MARKERS.values()}
         text = header if j == 0 else ""
         text += _part_text(bare)
-        ttl = "5m" if isinstance(part.get("cache_control"), dict) else None
-        out.append(
-            _part(
-                layer, f"messages[{index}].content[{j}]", {"role": role, **extra, **bare}, text, ttl
-            )
-        )
+        mark = _mark(part, marker, label, ttl)
+        out.append(_part(layer, label, {"role": role, **extra, **bare}, text, mark))
     if calls := message.get("tool_calls"):
         text = ("" if out else header) + dumps(calls)
         out.append(
@@ -364,19 +399,30 @@ def _message_parts(index: int, message: Json) -> list[_Part]:
     return out
 
 
+def _mark(part: Json, marker: str | None, label: str, default_ttl: str) -> str | None:
+    """The TTL of the part's breakpoint (DashScope's last 5 minutes), or None without one."""
+    value = part.get(marker) if marker else None
+    if marker == "cache_control" or value is None:
+        return "5m" if isinstance(value, dict) else None
+    where = f"{label}.{marker}"
+    if not isinstance(value, dict) or value.get("mode") != "explicit":
+        raise invalid(f"{where}.mode: Input should be 'explicit'")
+    ttl = value.get("ttl", default_ttl)
+    if ttl not in _BREAKPOINT_TTLS:
+        raise invalid(f"{where}.ttl: Input should be '30m' or '12h'")
+    return str(ttl)
+
+
 def _part(layer: Layer, label: str, payload: Json, text: str, ttl: str | None) -> _Part:
     return _Part(layer, label, canonical(payload), tokens.encode(text), ttl)
 
 
 def _content(message: Json) -> list[Json]:
     content = message.get("content")
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, list) and all(isinstance(p, dict) for p in content):
-        return content
-    raise invalid("messages: content must be a string or a list of content parts")
+    blocks = [] if content is None else content_blocks(content)
+    if blocks is None:
+        raise invalid("messages: content must be a string or a list of content parts")
+    return blocks
 
 
 def _part_text(part: Json) -> str:
@@ -405,4 +451,4 @@ def _view(call: Call, model: str, messages: list[Json]) -> EmulatedRequest:
 
 
 def _text(message: Json) -> str:
-    return "".join(str(p.get("text", "")) for p in _content(message) if p.get("type") == "text")
+    return joined_text(_content(message))

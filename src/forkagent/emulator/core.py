@@ -55,6 +55,18 @@ class EmulatorReply:
 
 
 @dataclass(frozen=True, slots=True)
+class _Generation:
+    """A generation request once parsed, accounted and answered, before it is sent back."""
+
+    turn: Turn
+    number: int
+    message_id: str
+    result: CacheResult
+    output: Output
+    fault: Fault | None
+
+
+@dataclass(frozen=True, slots=True)
 class Exchange:
     """A response before serialisation: a JSON body or a stream of events."""
 
@@ -329,53 +341,36 @@ class Emulator:
             )
         )
         headers = {"request-id": request_id, "x-request-id": request_id}
+        generation = _Generation(turn, number, message_id, result, output, fault)
         if turn.stream:
-            events = self._stream(turn, number, message_id, result, output, fault)
+            events = self._stream(generation)
             return Exchange(200, headers | {"content-type": "text/event-stream"}, events=events)
-        body = await self._complete(turn, number, message_id, result, output, fault)
-        return Exchange(200, headers, body)
+        return Exchange(200, headers, await self._complete(generation))
 
     def _failed(self, wire: Wire, entry: LogEntry, error: ApiError, request_id: str) -> Exchange:
         exchange = self.error(wire, error, request_id)
         self.log.append(dataclasses.replace(entry, status=exchange.status, error=error.message))
         return exchange
 
-    async def _complete(
-        self,
-        turn: Turn,
-        number: int,
-        message_id: str,
-        result: CacheResult,
-        output: Output,
-        fault: Fault | None,
-    ) -> Json:
+    async def _complete(self, generation: _Generation) -> Json:
+        turn, number, fault = generation.turn, generation.number, generation.fault
         try:
-            if fault is not None and fault.kind == "drop":
-                raise EmulatedDisconnect("emulated fault: connection dropped")
-            await self._begin(turn, number)
+            await self._begin(generation)
             if fault is not None and fault.kind == "cut_stream":
                 raise EmulatedDisconnect("emulated fault: response cut off")
-            await asyncio.sleep(self.latency.generation(output.output_tokens))
+            await asyncio.sleep(self.latency.generation(generation.output.output_tokens))
             self._end(turn, number)
-            return turn.render(message_id, result, output)
+            return turn.render(generation.message_id, generation.result, generation.output)
         finally:
             self._abandon(number)
 
-    async def _stream(
-        self,
-        turn: Turn,
-        number: int,
-        message_id: str,
-        result: CacheResult,
-        output: Output,
-        fault: Fault | None,
-    ) -> AsyncIterator[SseEvent]:
+    async def _stream(self, generation: _Generation) -> AsyncIterator[SseEvent]:
+        turn, number, fault = generation.turn, generation.number, generation.fault
         try:
-            if fault is not None and fault.kind == "drop":
-                raise EmulatedDisconnect("emulated fault: connection dropped")
-            await self._begin(turn, number)
+            await self._begin(generation)
             cut = fault.after_events if fault is not None and fault.kind == "cut_stream" else None
-            for index, event in enumerate(turn.events(message_id, result, output)):
+            events = turn.events(generation.message_id, generation.result, generation.output)
+            for index, event in enumerate(events):
                 if index == cut:
                     raise EmulatedDisconnect("emulated fault: stream cut off")
                 if event.tokens:
@@ -385,11 +380,13 @@ class Emulator:
         finally:
             self._abandon(number)
 
-    async def _begin(self, turn: Turn, number: int) -> None:
-        """Time to first token; then the response has begun."""
+    async def _begin(self, generation: _Generation) -> None:
+        """Time to first token; then the response has begun (unless a fault drops it first)."""
+        if generation.fault is not None and generation.fault.kind == "drop":
+            raise EmulatedDisconnect("emulated fault: connection dropped")
         await asyncio.sleep(self.latency.ttft)
-        if turn.visibility == "start":
-            self._publish(number, 0.0)
+        if generation.turn.visibility == "start":
+            self._publish(generation.number, 0.0)
 
     def _end(self, turn: Turn, number: int) -> None:
         if turn.visibility == "end":

@@ -8,6 +8,7 @@ responses in the next user turn.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..usage import Usage
 from . import tokens
 from .cache import CacheResult, Layer, PrefixCache, PrefixRules, Segment
 from .errors import ApiError, ErrorKind, invalid
@@ -94,9 +94,10 @@ class GeminiApi:
         self._lock = threading.Lock()
 
     def parse(self, call: Call, *, stream: bool) -> GeminiTurn:
-        return GeminiTurn(self, call, stream=stream)
+        return GeminiTurn(self, _camel_call(call), stream=stream)
 
     def count_tokens(self, call: Call) -> Json:
+        call = _camel_call(call)
         request = call.body.get("generateContentRequest") or call.body
         cached = self.cache_for(request, _model(call))
         segments = _segments(request)
@@ -104,7 +105,7 @@ class GeminiApi:
         return {"totalTokens": total, "cachedContentTokenCount": cached.tokens if cached else 0}
 
     def create_cache(self, call: Call) -> Json:
-        body = call.body
+        body = _camel_call(call).body
         model = _bare_model(str(body.get("model") or ""))
         if not model:
             raise invalid("model: Field required")
@@ -235,14 +236,6 @@ class GeminiTurn(Turn):
             outcomes=(outcome,),
         )
 
-    def usage(self, result: CacheResult, output: Output) -> Usage:
-        return Usage(
-            input_tokens=result.total_tokens - result.read_tokens,
-            output_tokens=output.output_tokens,
-            cache_read_tokens=result.read_tokens,
-            requests=1,
-        )
-
     def _usage_json(self, result: CacheResult, output: Output) -> Json:
         usage: Json = {
             "promptTokenCount": result.total_tokens,
@@ -295,6 +288,44 @@ def _output_parts(output: Output, *, whole: bool) -> list[tuple[Json, int]]:
             call["id"] = c.id
         parts.append(({"functionCall": call}, tokens.count(c.name + c.arguments)))
     return parts
+
+
+_OPAQUE = frozenset(
+    {
+        "args",
+        "response",
+        "parameters",
+        "parametersJsonSchema",
+        "responseSchema",
+        "responseJsonSchema",
+    }
+)
+"""Fields whose value is the caller's own JSON (a Struct) or a schema: kept exactly as sent."""
+
+
+def _camel_call(call: Call) -> Call:
+    """The call with every field name in lowerCamelCase.
+
+    The API reads a field under its JSON name or its proto name (proto3 JSON
+    mapping), and google-genai sends some nested ones in snake_case
+    (``inlineData.mime_type``, ``thinkingConfig.include_thoughts``,
+    ``parameters_json_schema``); one spelling also gives one cache key.
+    """
+    return dataclasses.replace(call, body=_camel_fields(call.body))
+
+
+def _camel_fields(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_camel_fields(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    named = {_camel(k): v for k, v in value.items()}
+    return {k: v if k in _OPAQUE else _camel_fields(v) for k, v in named.items()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def _model(call: Call) -> str:

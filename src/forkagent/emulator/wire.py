@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeAlias
 
 from ..usage import Usage
 from . import tokens
-from .cache import CacheResult
+from .cache import PREFIX_WRITE, TTL_SECONDS, CacheResult
 from .errors import invalid
 from .policies import EmulatedRequest, Reply, ToolCall
 
@@ -136,9 +136,23 @@ class Turn(ABC):
     def account(self, now: float, writer: int, message_id: str) -> CacheResult:
         """Run the provider's cache rules for this request at its start time."""
 
-    @abstractmethod
     def usage(self, result: CacheResult, output: Output) -> Usage:
-        """The neutral usage, for the request log."""
+        """The neutral usage, for the request log.
+
+        Breakpoint writes are billed by their TTL (longer than an hour counts as
+        1 h, shorter as 5 min); automatic prefix caches write for free, so what
+        they wrote counts as plain input.
+        """
+        billed = {ttl: n for ttl, n in result.written.items() if ttl != PREFIX_WRITE}
+        long = sum(n for ttl, n in billed.items() if TTL_SECONDS[ttl] >= TTL_SECONDS["1h"])
+        return Usage(
+            input_tokens=result.total_tokens - result.read_tokens - sum(billed.values()),
+            output_tokens=output.output_tokens,
+            cache_read_tokens=result.read_tokens,
+            cache_write_5m_tokens=sum(billed.values()) - long,
+            cache_write_1h_tokens=long,
+            requests=1,
+        )
 
     @abstractmethod
     def render(self, message_id: str, result: CacheResult, output: Output) -> Json:
@@ -166,6 +180,20 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 def optional(body: Json, key: str, kind: type | tuple[type, ...]) -> Any:
     return None if body.get(key) is None else require(body, key, kind)
+
+
+def content_blocks(content: Any) -> list[Json] | None:
+    """A message's ``content`` as a list of blocks (a string is one text block); None if neither."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list) and all(isinstance(b, dict) for b in content):
+        return content
+    return None
+
+
+def joined_text(blocks: list[Json]) -> str:
+    """The text of the text blocks, run together."""
+    return "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
 
 
 CONVERSATION_HEADER = "x-emulator-conversation"

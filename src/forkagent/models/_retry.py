@@ -72,10 +72,7 @@ async def with_retries(policy: RetryPolicy, call: Callable[[], Awaitable[T]]) ->
         try:
             return await call()
         except ProviderError as error:
-            wait = policy.delay(retry, error.retry_after) if error.retryable else None
-            if wait is None:
-                raise
-            _log_retry(error, retry, wait)
+            wait = _backoff(policy, retry, error)
         await _sleep(wait)
         retry += 1
 
@@ -110,10 +107,7 @@ async def stream_with_retries(
         except ProviderError as error:
             if delivered:
                 raise _interrupted(error) from error
-            wait = policy.delay(retry, error.retry_after) if error.retryable else None
-            if wait is None:
-                raise
-            _log_retry(error, retry, wait)
+            wait = _backoff(policy, retry, error)
         else:
             yield ResponseComplete(response)
             return
@@ -133,7 +127,11 @@ def _interrupted(error: ProviderError) -> StreamInterruptedError:
     )
 
 
-def _log_retry(error: ProviderError, retry: int, wait: float) -> None:
+def _backoff(policy: RetryPolicy, retry: int, error: ProviderError) -> float:
+    """Seconds to wait before retry number ``retry``; raises ``error`` when none is due."""
+    wait = policy.delay(retry, error.retry_after) if error.retryable else None
+    if wait is None:
+        raise error
     logger.warning(
         "%s failed (%s); retry %d in %.2fs",
         error.provider,
@@ -141,6 +139,7 @@ def _log_retry(error: ProviderError, retry: int, wait: float) -> None:
         retry + 1,
         wait,
     )
+    return wait
 
 
 # --- turning a failed call into a typed error -----------------------------------------------

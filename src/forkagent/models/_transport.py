@@ -8,18 +8,71 @@ or a stream of event dicts. Every failure leaves a transport as a typed
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from ..errors import ConfigurationError, MissingCredentialsError, ProviderError
 from ..messages import JsonValue
 from ._retry import connection_error, provider_error
 
+if TYPE_CHECKING:
+    import httpx2
+
 Body = dict[str, JsonValue]
+
+DEFAULT_TIMEOUT = 600.0
+
+
+class ClientOptions(TypedDict, total=False):
+    """How an adapter's SDK client reaches the provider (unused when a transport is given).
+
+    ``api_key`` and ``base_url`` default to the provider's environment variables,
+    ``timeout`` (seconds) to ``DEFAULT_TIMEOUT``; ``http_client`` replaces the
+    SDK's own connection pool.
+    """
+
+    api_key: str | None
+    base_url: str | None
+    timeout: float
+    http_client: httpx2.AsyncClient | None
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where a provider's API key and base URL come from when the caller gives none."""
+
+    label: str
+    """The provider as error messages name it."""
+    key_variables: tuple[str, ...]
+    """First set wins."""
+    base_url_variable: str
+    default_base_url: str | None = None
+    """None: the SDK's own default."""
+    key_required: bool = True
+    """Local engines run without a key unless started with one."""
+
+    @property
+    def key_hint(self) -> str:
+        """Where a refused key came from, for the error message."""
+        return " or ".join(self.key_variables) or "api_key"
+
+    def key(self, given: str | None) -> str:
+        """The API key; a missing required one raises before any request."""
+        found = given or next(filter(None, map(os.environ.get, self.key_variables)), None)
+        if found:
+            return found
+        if self.key_required:
+            raise MissingCredentialsError(self.label, " or ".join(self.key_variables))
+        return "unused"
+
+    def base_url(self, given: str | None) -> str | None:
+        return given or os.environ.get(self.base_url_variable) or self.default_base_url
 
 
 class Transport(Protocol):
@@ -37,15 +90,17 @@ class Transport(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SdkErrors:
-    """The exception classes of a Stainless-generated SDK (``anthropic``, ``openai``)."""
+    """Which exceptions of an SDK mean what, and where they keep the status and body."""
 
     provider: str
-    key_variable: str
-    api_error: type[BaseException]
-    """Base class; raised bare for an error event in the middle of a stream."""
+    key_hint: str
     status_error: type[BaseException]
-    connection_error: type[BaseException]
-    transport_error: type[BaseException]
+    """Raised for an error status; ``status_field`` and ``body_field`` name its attributes."""
+    connection_errors: tuple[type[BaseException], ...]
+    stream_errors: tuple[type[BaseException], ...] = ()
+    """Raised bare (no status) for an error event in the middle of a stream."""
+    status_field: str = "status_code"
+    body_field: str = "body"
 
     @contextmanager
     def translated(self) -> Iterator[None]:
@@ -59,14 +114,14 @@ class SdkErrors:
             headers: Mapping[str, str] = getattr(response, "headers", None) or {}
             raise provider_error(
                 self.provider,
-                getattr(error, "status_code", None),
-                getattr(error, "body", None),
+                getattr(error, self.status_field, None),
+                getattr(error, self.body_field, None),
                 headers,
-                key_variable=self.key_variable,
+                key_variable=self.key_hint,
             ) from error
-        except (self.connection_error, self.transport_error) as error:
+        except self.connection_errors as error:
             raise connection_error(self.provider, error) from error
-        except self.api_error as error:
+        except self.stream_errors as error:
             body = getattr(error, "body", None)
             wrapped = body if isinstance(body, dict) and "error" in body else {"error": body}
             raise provider_error(self.provider, None, wrapped) from error
@@ -110,19 +165,44 @@ class SdkTransport:
         return {**kwargs, "extra_body": extra} if extra else kwargs
 
 
+def stainless_transport(
+    provider: str, package: str, method: str, endpoint: Endpoint, options: ClientOptions
+) -> Transport:
+    """An ``SdkTransport`` over ``method`` of a Stainless-generated SDK (``anthropic``, ``openai``).
+
+    Both name their client options and exception classes alike; the SDK's own
+    retries are off, so ``_retry`` decides for every provider.
+    """
+    key = endpoint.key(options.get("api_key"))
+    try:
+        sdk = importlib.import_module(package)
+        import httpx2
+    except ImportError as error:
+        raise missing_sdk(package, package) from error
+
+    # An explicit timeout also keeps the SDK from refusing long non-streamed requests.
+    client = sdk.AsyncClient(
+        api_key=key,
+        base_url=endpoint.base_url(options.get("base_url")),
+        max_retries=0,
+        timeout=options.get("timeout", DEFAULT_TIMEOUT),
+        http_client=options.get("http_client"),
+    )
+    errors = SdkErrors(
+        provider=provider,
+        key_hint=endpoint.key_hint,
+        status_error=sdk.APIStatusError,
+        connection_errors=(sdk.APIConnectionError, httpx2.TransportError),
+        stream_errors=(sdk.APIError,),
+    )
+    return SdkTransport(attrgetter(method)(client), errors, client.close)
+
+
 def _as_dict(model: Any) -> Body:
     """An SDK model as the JSON the server sent (API names, unset fields left out)."""
     data = model.to_dict(mode="json")
     assert isinstance(data, dict)
     return data
-
-
-def require_key(explicit: str | None, provider: str, *variables: str) -> str:
-    """An API key given directly or by the first set variable; raised about before any request."""
-    key = explicit or next((v for name in variables if (v := os.environ.get(name))), None)
-    if not key:
-        raise MissingCredentialsError(provider, " or ".join(variables))
-    return key
 
 
 def missing_sdk(package: str, extra: str) -> ConfigurationError:

@@ -15,10 +15,9 @@ A redacted thinking block keeps its opaque ``data`` in ``ThinkingBlock.signature
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, get_args
+from typing import Unpack, get_args
 
 from ..errors import ConfigurationError
 from ..messages import (
@@ -32,19 +31,12 @@ from ..messages import (
 )
 from ..requests import ModelRequest, ModelSettings, ToolSpec
 from ..usage import Usage
+from ._adapter import AdapterModel
 from ._cache import Position, ResponseIds, ephemeral, message_breakpoints
 from ._json import as_dict, as_int, as_list, as_str, parse_arguments
-from ._retry import (
-    DEFAULT_RETRY,
-    RetryPolicy,
-    provider_error,
-    stream_cut,
-    stream_with_retries,
-    with_retries,
-)
-from ._transport import Body, SdkErrors, SdkTransport, Transport, missing_sdk, require_key
+from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
+from ._transport import Body, ClientOptions, Endpoint, Transport, stainless_transport
 from .base import (
-    Model,
     ModelProfile,
     ModelResponse,
     ResponseComplete,
@@ -55,11 +47,8 @@ from .base import (
     ToolUseStarted,
 )
 
-if TYPE_CHECKING:
-    import httpx2
-
 PROVIDER = "anthropic"
-KEY_VARIABLE = "ANTHROPIC_API_KEY"
+ENDPOINT = Endpoint("Anthropic", ("ANTHROPIC_API_KEY",), "ANTHROPIC_BASE_URL")
 
 DEFAULT_MIN_CACHE_TOKENS = 4096
 """For models the table does not know: the largest published minimum, so estimates never
@@ -362,7 +351,7 @@ class AnthropicStream:
 # --- the model ----------------------------------------------------------------------------------
 
 
-class AnthropicModel(Model):
+class AnthropicModel(AdapterModel[Transport]):
     """A Claude model through ``anthropic.AsyncAnthropic``.
 
     ``diagnostics=True`` asks the API to explain cache misses against the
@@ -375,40 +364,31 @@ class AnthropicModel(Model):
         self,
         name: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
         diagnostics: bool = False,
-        timeout: float = 600.0,
-        http_client: httpx2.AsyncClient | None = None,
         transport: Transport | None = None,
+        **client: Unpack[ClientOptions],
     ) -> None:
-        self._name = name
-        self.profile = ModelProfile(
+        profile = ModelProfile(
             provider=PROVIDER,
             warmup="first_response_starts",
             supports_prewarm=True,
             min_cache_tokens=min_cache_tokens(name),
         )
-        self._retry = retry
+        transport = transport or stainless_transport(
+            PROVIDER, "anthropic", "messages.create", ENDPOINT, client
+        )
+        super().__init__(name, profile, retry, transport)
         self._ids = ResponseIds() if diagnostics else None
-        self._transport = transport or _sdk_transport(api_key, base_url, timeout, http_client)
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         body = render_request(request, previous_message_id=self._previous(request))
-        reply = await with_retries(self._retry, lambda: self._transport.send(body))
+        reply = await self._send(lambda: self._transport.send(body))
         return self._remember(request, parse_response(reply))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = render_request(request, stream=True, previous_message_id=self._previous(request))
-        events = stream_with_retries(
-            self._retry, lambda: self._transport.stream(body), AnthropicStream
-        )
-        async for event in events:
+        async for event in self._stream(lambda: self._transport.stream(body), AnthropicStream):
             if isinstance(event, ResponseComplete):
                 self._remember(request, event.response)
             yield event
@@ -418,11 +398,8 @@ class AnthropicModel(Model):
         if not can_prewarm(request):
             return None
         body = render_request(request, max_tokens=0)
-        reply = await with_retries(self._retry, lambda: self._transport.send(body))
+        reply = await self._send(lambda: self._transport.send(body))
         return parse_usage(reply.get("usage"))
-
-    async def aclose(self) -> None:
-        await self._transport.aclose()
 
     def _previous(self, request: ModelRequest) -> str | None:
         return self._ids.previous(request) if self._ids is not None else None
@@ -431,37 +408,6 @@ class AnthropicModel(Model):
         if self._ids is not None:
             self._ids.remember(request, response)
         return response
-
-
-def _sdk_transport(
-    api_key: str | None,
-    base_url: str | None,
-    timeout: float,
-    http_client: httpx2.AsyncClient | None,
-) -> Transport:
-    key = require_key(api_key, "Anthropic", KEY_VARIABLE)
-    try:
-        import anthropic
-        import httpx2
-    except ImportError as error:
-        raise missing_sdk("anthropic", "anthropic") from error
-    # An explicit timeout also keeps the SDK from refusing long non-streamed requests.
-    client = anthropic.AsyncAnthropic(
-        api_key=key,
-        base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL"),
-        max_retries=0,
-        timeout=timeout,
-        http_client=http_client,
-    )
-    errors = SdkErrors(
-        provider=PROVIDER,
-        key_variable=KEY_VARIABLE,
-        api_error=anthropic.APIError,
-        status_error=anthropic.APIStatusError,
-        connection_error=anthropic.APIConnectionError,
-        transport_error=httpx2.TransportError,
-    )
-    return SdkTransport(client.messages.create, errors, client.close)
 
 
 def anthropic_model(name: str) -> AnthropicModel:

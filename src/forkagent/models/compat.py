@@ -20,8 +20,6 @@ from .openai import ChatDialect, OpenAIModel
 
 DASHSCOPE = ChatDialect(
     provider="dashscope",
-    key_variables=("DASHSCOPE_API_KEY",),
-    base_url_variable="DASHSCOPE_BASE_URL",
     default_base_url="https://dashscope-intl.aliyuncs.com/compatible-mode/v1",
     cache_markers=True,
     warmup="first_response_ends",
@@ -31,8 +29,6 @@ DASHSCOPE = ChatDialect(
 
 DEEPSEEK = ChatDialect(
     provider="deepseek",
-    key_variables=("DEEPSEEK_API_KEY",),
-    base_url_variable="DEEPSEEK_BASE_URL",
     default_base_url="https://api.deepseek.com",
     reasoning_field="reasoning_content",
     warmup="first_response_ends",
@@ -42,9 +38,7 @@ DEEPSEEK = ChatDialect(
 
 VLLM = ChatDialect(
     provider="vllm",
-    key_variables=("VLLM_API_KEY",),
     key_required=False,
-    base_url_variable="VLLM_BASE_URL",
     default_base_url="http://localhost:8000/v1",
     min_cache_tokens=16,
 )
@@ -52,9 +46,7 @@ VLLM = ChatDialect(
 
 SGLANG = ChatDialect(
     provider="sglang",
-    key_variables=("SGLANG_API_KEY",),
     key_required=False,
-    base_url_variable="SGLANG_BASE_URL",
     default_base_url="http://localhost:30000/v1",
     min_cache_tokens=1,
 )
@@ -62,9 +54,7 @@ SGLANG = ChatDialect(
 
 LLAMACPP = ChatDialect(
     provider="llamacpp",
-    key_variables=("LLAMACPP_API_KEY",),
     key_required=False,
-    base_url_variable="LLAMACPP_BASE_URL",
     default_base_url="http://localhost:8080/v1",
     warmup="first_response_ends",
 )
@@ -72,9 +62,7 @@ LLAMACPP = ChatDialect(
 
 OPENAI_COMPAT = ChatDialect(
     provider="openai-compat",
-    key_variables=("OPENAI_COMPAT_API_KEY",),
     key_required=False,
-    base_url_variable="OPENAI_COMPAT_BASE_URL",
     warmup="first_response_ends",
 )
 """Any other Chat Completions server; assumes nothing about its cache."""
@@ -92,8 +80,8 @@ def _factory(dialect: ChatDialect) -> Callable[[str], OpenAIModel]:
     def make(name: str) -> OpenAIModel:
         model, url = split_base_url(name)
         if url is None and dialect.default_base_url is None:
-            variable = dialect.base_url_variable
-            if variable is None or not os.environ.get(variable):
+            variable = dialect.endpoint.base_url_variable
+            if not os.environ.get(variable):
                 raise ConfigurationError(
                     f"{dialect.provider}:{name} needs a base URL: write "
                     f"'{dialect.provider}:{model}@http://host:port/v1' or set {variable}"

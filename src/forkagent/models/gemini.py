@@ -24,12 +24,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Unpack
 
 from pydantic import BaseModel
 
@@ -47,19 +45,11 @@ from ..messages import (
 )
 from ..requests import ModelRequest, ModelSettings, canonical_json
 from ..usage import Usage
+from ._adapter import AdapterModel
 from ._json import as_dict, as_list, as_str, get_int
-from ._retry import (
-    DEFAULT_RETRY,
-    RetryPolicy,
-    connection_error,
-    provider_error,
-    stream_cut,
-    stream_with_retries,
-    with_retries,
-)
-from ._transport import Body, missing_sdk, require_key
+from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
+from ._transport import DEFAULT_TIMEOUT, Body, ClientOptions, Endpoint, SdkErrors, missing_sdk
 from .base import (
-    Model,
     ModelProfile,
     ModelResponse,
     StopReason,
@@ -70,11 +60,10 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    import httpx2
     from google.genai import types as gtypes
 
 PROVIDER = "gemini"
-KEY_VARIABLES = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+ENDPOINT = Endpoint("Gemini", ("GOOGLE_API_KEY", "GEMINI_API_KEY"), "GOOGLE_GEMINI_BASE_URL")
 """The SDK's own order: ``GOOGLE_API_KEY`` wins when both are set."""
 
 
@@ -421,7 +410,7 @@ class _CacheEntry:
     expires: float
 
 
-class GeminiModel(Model):
+class GeminiModel(AdapterModel[GeminiTransport]):
     """A Gemini model through ``google.genai.Client``.
 
     ``explicit_cache=True`` makes one ``CachedContent`` per distinct shared
@@ -433,46 +422,33 @@ class GeminiModel(Model):
         self,
         name: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
         explicit_cache: bool = False,
-        timeout: float = 600.0,
-        http_client: httpx2.AsyncClient | None = None,
         transport: GeminiTransport | None = None,
+        **client: Unpack[ClientOptions],
     ) -> None:
-        self._name = name
-        self.profile = ModelProfile(
+        profile = ModelProfile(
             provider=PROVIDER,
             history_style="alternating",
             # An explicit cache exists before any member of the family is sent.
             warmup="none" if explicit_cache else "first_response_ends",
             min_cache_tokens=min_cache_tokens(name),
         )
-        self._retry = retry
+        super().__init__(name, profile, retry, transport or _SdkTransport(client))
         self._explicit = explicit_cache
         self._caches: dict[str, _CacheEntry] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._transport = transport or _SdkTransport(api_key, base_url, timeout, http_client)
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         body = await self._body(request)
-        reply = await with_retries(self._retry, lambda: self._transport.generate(self._name, body))
-        return parse_response(reply)
+        return parse_response(await self._send(lambda: self._transport.generate(self._name, body)))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = await self._body(request)
-        async for event in stream_with_retries(
-            self._retry, lambda: self._transport.stream(self._name, body), GeminiStream
+        async for event in self._stream(
+            lambda: self._transport.stream(self._name, body), GeminiStream
         ):
             yield event
-
-    async def aclose(self) -> None:
-        await self._transport.aclose()
 
     async def _body(self, request: ModelRequest) -> Body:
         count = shared_contents(request) if self._explicit else 0
@@ -504,7 +480,7 @@ class GeminiModel(Model):
         lifetime = float(as_str(body["ttl"]).rstrip("s"))
         expires = time.monotonic() + lifetime * 0.9
         try:
-            created = await with_retries(self._retry, lambda: self._transport.create_cache(body))
+            created = await self._send(lambda: self._transport.create_cache(body))
         except InvalidRequestError:
             return _CacheEntry(None, expires)
         return _CacheEntry(CachedPrefix(as_str(created.get("name")), count), expires)
@@ -520,31 +496,34 @@ class _SdkTransport:
     such as thought signatures and image data instead of re-encoding them.
     """
 
-    def __init__(
-        self,
-        api_key: str | None,
-        base_url: str | None,
-        timeout: float,
-        http_client: httpx2.AsyncClient | None,
-    ) -> None:
-        key = require_key(api_key, "Gemini", *KEY_VARIABLES)
+    def __init__(self, options: ClientOptions) -> None:
+        key = ENDPOINT.key(options.get("api_key"))
         try:
+            import httpx2
             from google import genai
-            from google.genai import types
+            from google.genai import errors, types
         except ImportError as error:
             raise missing_sdk("google-genai", "gemini") from error
-        options = types.HttpOptions(
-            base_url=base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL"),
+        http = types.HttpOptions(
+            base_url=ENDPOINT.base_url(options.get("base_url")),
             api_version="v1beta",
-            timeout=int(timeout * 1000),
+            timeout=int(options.get("timeout", DEFAULT_TIMEOUT) * 1000),
             retry_options=types.HttpRetryOptions(attempts=1),
-            httpx_async_client=http_client,
+            httpx_async_client=options.get("http_client"),
         )
-        self._client = genai.Client(api_key=key, http_options=options).aio
+        self._client = genai.Client(api_key=key, http_options=http).aio
+        self._errors = SdkErrors(
+            provider=PROVIDER,
+            key_hint=ENDPOINT.key_hint,
+            status_error=errors.APIError,
+            connection_errors=(httpx2.TransportError,),
+            status_field="code",
+            body_field="details",
+        )
 
     async def generate(self, model: str, body: Body) -> Body:
         contents, config = _sdk_request(body)
-        with _translated():
+        with self._errors.translated():
             reply = await self._client.models.generate_content(
                 model=model, contents=contents, config=config
             )
@@ -552,7 +531,7 @@ class _SdkTransport:
 
     async def stream(self, model: str, body: Body) -> AsyncGenerator[Body, None]:
         contents, config = _sdk_request(body)
-        with _translated():
+        with self._errors.translated():
             chunks = await self._client.models.generate_content_stream(
                 model=model, contents=contents, config=config
             )
@@ -565,7 +544,7 @@ class _SdkTransport:
         config = types.CreateCachedContentConfig.model_validate_json(
             _json({k: v for k, v in body.items() if k != "model"})
         )
-        with _translated():
+        with self._errors.translated():
             created = await self._client.caches.create(model=as_str(body["model"]), config=config)
             return _dump(created)
 
@@ -584,24 +563,6 @@ def _sdk_request(body: Body) -> tuple[list[gtypes.Content], gtypes.GenerateConte
     if rest := {k: v for k, v in body.items() if k not in handled}:
         config["httpOptions"] = {"extraBody": rest}
     return contents, types.GenerateContentConfig.model_validate_json(_json(config))
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    """Re-raise ``google.genai`` and httpx2 exceptions as typed ``ProviderError``s."""
-    import httpx2
-    from google.genai import errors
-
-    try:
-        yield
-    except errors.APIError as error:
-        response = getattr(error, "response", None)
-        headers: Mapping[str, str] = getattr(response, "headers", None) or {}
-        raise provider_error(
-            PROVIDER, error.code, error.details, headers, key_variable=" or ".join(KEY_VARIABLES)
-        ) from error
-    except httpx2.TransportError as error:
-        raise connection_error(PROVIDER, error) from error
 
 
 def _json(value: JsonValue) -> str:

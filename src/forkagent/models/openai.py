@@ -13,16 +13,18 @@ Mapping notes:
   JSON, else as compact JSON in the original key order.
 - Thinking is sent back only to servers that take it (``reasoning_field``), and
   read from ``reasoning_content`` or ``reasoning``.
+- Explicit cache breakpoints go where Anthropic's do: DashScope's ``cache_control``,
+  and ``prompt_cache_breakpoint`` in explicit mode for OpenAI's gpt-5.6 and later.
 - Cache writes (``cache_write_tokens``, DashScope's ``cache_creation_input_tokens``)
   count as 5-minute writes in ``Usage``.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Mapping
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Unpack
 
 from ..messages import (
     AssistantMessage,
@@ -37,19 +39,12 @@ from ..messages import (
 )
 from ..requests import ModelRequest, ModelSettings
 from ..usage import Usage
+from ._adapter import AdapterModel
 from ._cache import Position, ephemeral, message_breakpoints
 from ._json import as_dict, as_int, as_list, as_str, compact, get_int, parse_arguments
-from ._retry import (
-    DEFAULT_RETRY,
-    RetryPolicy,
-    provider_error,
-    stream_cut,
-    stream_with_retries,
-    with_retries,
-)
-from ._transport import Body, SdkErrors, SdkTransport, Transport, missing_sdk, require_key
+from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
+from ._transport import Body, ClientOptions, Endpoint, Transport, stainless_transport
 from .base import (
-    Model,
     ModelProfile,
     ModelResponse,
     StopReason,
@@ -60,26 +55,24 @@ from .base import (
     Warmup,
 )
 
-if TYPE_CHECKING:
-    import httpx2
-
 
 @dataclass(frozen=True, slots=True)
 class ChatDialect:
     """How one Chat Completions server differs from OpenAI's."""
 
     provider: str
-    key_variables: tuple[str, ...] = ()
-    """Environment variables holding the API key, first set wins."""
+    default_base_url: str | None = None
+    """None: the SDK's default (OpenAI's own API)."""
     key_required: bool = True
     """Local engines run without a key unless started with one."""
-    base_url_variable: str | None = None
-    default_base_url: str | None = None
     max_tokens_field: str = "max_tokens"
     send_cache_key: bool = False
     """Send ``settings.cache_key`` as ``prompt_cache_key`` (OpenAI's cache routing)."""
     cache_markers: bool = False
     """Explicit ``cache_control`` on content parts (DashScope); content is then always a list."""
+    breakpoint_models: Callable[[str], bool] | None = None
+    """Models that take ``prompt_cache_breakpoint`` on content parts (OpenAI's newer ones): their
+    requests go in explicit cache mode, with breakpoints where DashScope's markers go."""
     reasoning_field: str | None = None
     """Assistant field that takes thinking back (DeepSeek's ``reasoning_content``)."""
     warmup: Warmup = "none"
@@ -90,13 +83,44 @@ class ChatDialect:
             provider=self.provider, warmup=self.warmup, min_cache_tokens=self.min_cache_tokens
         )
 
+    def takes_breakpoints(self, model: str) -> bool:
+        return self.breakpoint_models is not None and self.breakpoint_models(model)
+
+    def marker(self, model: str) -> Body | None:
+        """The field that makes a content part of ``model``'s requests a cache breakpoint."""
+        if self.cache_markers:
+            return {"cache_control": ephemeral("5m")}
+        if self.takes_breakpoints(model):
+            return {"prompt_cache_breakpoint": {"mode": "explicit"}}
+        return None
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """The key in ``<PROVIDER>_API_KEY``, the base URL in ``<PROVIDER>_BASE_URL``."""
+        prefix = self.provider.upper().replace("-", "_")
+        return Endpoint(
+            self.provider,
+            (f"{prefix}_API_KEY",),
+            f"{prefix}_BASE_URL",
+            self.default_base_url,
+            self.key_required,
+        )
+
+
+_GPT_VERSION = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
+
+
+def takes_breakpoints(model: str) -> bool:
+    """gpt-5.6 and later take ``prompt_cache_options`` and per-part ``prompt_cache_breakpoint``."""
+    version = _GPT_VERSION.match(model)
+    return version is not None and (int(version[1]), int(version[2] or 0)) >= (5, 6)
+
 
 OPENAI = ChatDialect(
     provider="openai",
-    key_variables=("OPENAI_API_KEY",),
-    base_url_variable="OPENAI_BASE_URL",
     max_tokens_field="max_completion_tokens",
     send_cache_key=True,
+    breakpoint_models=takes_breakpoints,
     warmup="first_response_starts",
     min_cache_tokens=1024,
 )
@@ -123,6 +147,8 @@ def render_request(request: ModelRequest, dialect: ChatDialect, *, stream: bool 
             for t in request.tools
         ]
     body.update(_settings(settings, dialect))
+    if dialect.takes_breakpoints(request.model):
+        body["prompt_cache_options"] = {"mode": "explicit"}
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
@@ -165,10 +191,9 @@ class _Renderer:
     def __init__(self, request: ModelRequest, dialect: ChatDialect) -> None:
         self._request = request
         self._dialect = dialect
-        self._parts_always = dialect.cache_markers
-        marks = message_breakpoints(request, _markable) if dialect.cache_markers else frozenset()
+        self._marker = dialect.marker(request.model)
+        marks = message_breakpoints(request, _markable) if self._marker else frozenset()
         self._marks: frozenset[Position] = marks
-        self._control = ephemeral("5m")
 
     def messages(self) -> list[JsonValue]:
         out: list[JsonValue] = []
@@ -188,8 +213,7 @@ class _Renderer:
         parts = [_text_part(b.text) for b in blocks if b.text]
         if not parts:
             return None
-        if self._dialect.cache_markers:
-            parts[-1]["cache_control"] = self._control
+        self._mark(parts[-1], True)
         return {"role": "system", "content": self._content(parts)}
 
     def _user(self, message: UserMessage, index: int) -> list[Body]:
@@ -229,14 +253,15 @@ class _Renderer:
         return out
 
     def _content(self, parts: list[Body]) -> JsonValue:
-        """A lone text part is sent as a plain string unless the dialect wants lists."""
-        if not self._parts_always and len(parts) == 1 and parts[0]["type"] == "text":
+        """A lone text part is sent as a plain string, unless markers are on: then moving a
+        marker changes nothing but the marker."""
+        if self._marker is None and len(parts) == 1 and parts[0]["type"] == "text":
             return parts[0]["text"]
         return parts
 
     def _mark(self, part: Body, marked: bool) -> Body:
-        if marked:
-            part["cache_control"] = self._control
+        if marked and self._marker is not None:
+            part.update(self._marker)
         return part
 
 
@@ -393,7 +418,7 @@ class ChatStream:
 # --- the model ----------------------------------------------------------------------------------
 
 
-class OpenAIModel(Model):
+class OpenAIModel(AdapterModel[Transport]):
     """A Chat Completions model through ``openai.AsyncOpenAI``, for OpenAI or a compatible server.
 
     The API key and base URL come from the arguments, else from the dialect's
@@ -406,76 +431,26 @@ class OpenAIModel(Model):
         name: str,
         *,
         dialect: ChatDialect = OPENAI,
-        api_key: str | None = None,
-        base_url: str | None = None,
         retry: RetryPolicy = DEFAULT_RETRY,
-        timeout: float = 600.0,
-        http_client: httpx2.AsyncClient | None = None,
         transport: Transport | None = None,
+        **client: Unpack[ClientOptions],
     ) -> None:
-        self._name = name
-        self.dialect = dialect
-        self.profile = dialect.profile()
-        self._retry = retry
-        self._transport = transport or _sdk_transport(
-            dialect, api_key, base_url, timeout, http_client
+        transport = transport or stainless_transport(
+            dialect.provider, "openai", "chat.completions.create", dialect.endpoint, client
         )
-
-    @property
-    def name(self) -> str:
-        return self._name
+        super().__init__(name, dialect.profile(), retry, transport)
+        self.dialect = dialect
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         body = render_request(request, self.dialect)
-        return parse_response(await with_retries(self._retry, lambda: self._transport.send(body)))
+        return parse_response(await self._send(lambda: self._transport.send(body)))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = render_request(request, self.dialect, stream=True)
-        async for event in stream_with_retries(
-            self._retry,
-            lambda: self._transport.stream(body),
-            lambda: ChatStream(self.dialect.provider),
+        async for event in self._stream(
+            lambda: self._transport.stream(body), lambda: ChatStream(self.dialect.provider)
         ):
             yield event
-
-    async def aclose(self) -> None:
-        await self._transport.aclose()
-
-
-def _sdk_transport(
-    dialect: ChatDialect,
-    api_key: str | None,
-    base_url: str | None,
-    timeout: float,
-    http_client: httpx2.AsyncClient | None,
-) -> Transport:
-    label = dialect.provider
-    if dialect.key_required:
-        key = require_key(api_key, label, *dialect.key_variables)
-    else:
-        key = api_key or next(filter(None, map(os.environ.get, dialect.key_variables)), "unused")
-    url = base_url or (dialect.base_url_variable and os.environ.get(dialect.base_url_variable))
-    try:
-        import httpx2
-        import openai
-    except ImportError as error:
-        raise missing_sdk("openai", "openai") from error
-    client = openai.AsyncOpenAI(
-        api_key=key,
-        base_url=url or dialect.default_base_url,
-        max_retries=0,
-        timeout=timeout,
-        http_client=http_client,
-    )
-    errors = SdkErrors(
-        provider=label,
-        key_variable=" or ".join(dialect.key_variables) or "api_key",
-        api_error=openai.APIError,
-        status_error=openai.APIStatusError,
-        connection_error=openai.APIConnectionError,
-        transport_error=httpx2.TransportError,
-    )
-    return SdkTransport(client.chat.completions.create, errors, client.close)
 
 
 def openai_model(name: str) -> OpenAIModel:
