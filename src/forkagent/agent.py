@@ -346,7 +346,7 @@ class Session:
         if self._stop_poller is not None:
             self._stop_poller.cancel()
             await asyncio.gather(self._stop_poller, return_exceptions=True)
-        self.recorder.close()
+        await asyncio.to_thread(self.recorder.close)  # waits for the queued registry writes
         await self.runtime.close_models()
 
     def result(self) -> RunResult:

@@ -7,18 +7,24 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from forkagent import Agent
+from forkagent._orchestration import registry as registry_module
 from forkagent._orchestration.registry import (
     AgentRecord,
     Registry,
     RegistryError,
+    RegistryWriter,
     default_registry_path,
+    process_start,
 )
+from forkagent.testing import FunctionModel
 from forkagent.usage import Usage
 
 
@@ -273,3 +279,158 @@ def test_threads_share_one_registry(registry: Registry) -> None:
         thread.join()
     assert failures == []
     assert len(registry.list(limit=None)) == 160
+
+
+def test_a_failed_write_in_a_batch_is_undone_alone(registry: Registry) -> None:
+    registry.register(record("a"))
+    with registry.batch():
+        registry.update("a", turns=1)
+        with pytest.raises(RegistryError, match="no agent with id 'b'"):
+            registry.update("b", turns=1)
+        registry.update("a", label="still here")
+    row = registry.get("a")
+    assert (row.turns, row.label) == (1, "still here")
+
+
+# -- the background writer ---------------------------------------------------------------
+
+
+def test_the_writer_keeps_the_order_and_close_waits_for_every_write(registry: Registry) -> None:
+    writer = RegistryWriter(registry)
+    for i in range(30):
+        writer.write(registry.register, record(f"a{i}"))
+        for turn in range(1, 4):
+            writer.write(registry.update, f"a{i}", turns=turn)
+        writer.write(registry.finish, f"a{i}", "completed", output=f"done {i}")
+    writer.close()
+    rows = registry.list(limit=None)
+    assert len(rows) == 30
+    assert {(r.status, r.turns) for r in rows} == {("completed", 3)}
+    writer.write(registry.update, "a0", label="after close")  # starts the thread again
+    writer.close()
+    assert registry.get("a0").label == "after close"
+
+
+def test_the_writer_logs_a_failed_write_and_goes_on(
+    registry: Registry, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = RegistryWriter(registry)
+    writer.write(registry.register, record("a"))
+    writer.write(registry.update, "nobody", turns=1)
+    writer.write(registry.update, "a", turns=2)
+    writer.close()
+    assert "no agent with id 'nobody'" in caplog.text
+    assert registry.get("a").turns == 2
+
+
+_UNCLOSED = textwrap.dedent(
+    """
+    import sys
+    from forkagent._orchestration.registry import AgentRecord, Registry, RegistryWriter
+
+    registry = Registry(sys.argv[1])
+    writer = RegistryWriter(registry)
+    for i in range(50):
+        writer.write(registry.register, AgentRecord(id=f"a{i}", root_id="r", model="test:m"))
+    """
+)
+
+
+def test_an_unclosed_writer_is_flushed_at_exit(tmp_path: Path) -> None:
+    path = tmp_path / "registry.db"
+    subprocess.run([sys.executable, "-c", _UNCLOSED, str(path)], check=True, timeout=60)
+    assert len(Registry(path).list(limit=None)) == 50
+
+
+# -- process start times -------------------------------------------------------------------
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield child
+    child.kill()
+    child.wait()
+
+
+@pytest.mark.parametrize("source", ["proc", "ps"])
+def test_process_start_tells_processes_apart(
+    sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    if source == "ps":  # the fallback for systems without /proc
+        monkeypatch.setattr(registry_module, "_PROC_STAT", Path("/no/such/proc/self/stat"))
+    own, child = process_start(os.getpid()), process_start(sleeper.pid)
+    assert own is not None
+    assert child is not None
+    assert child == process_start(sleeper.pid)
+    if source == "proc":  # ps counts whole seconds: the two may have started in the same one
+        assert child != own
+    assert process_start(dead_pid()) is None
+
+
+async def test_the_runtime_records_when_its_process_started(registry: Registry) -> None:
+    model = FunctionModel(lambda request: "done")
+    await Agent(model=model, load_agent_files=False, registry=registry).run("hi")
+    [row] = registry.list()
+    assert (row.pid, row.process_start) == (os.getpid(), process_start(os.getpid()))
+    assert row.process_start is not None
+
+
+def test_mark_lost_sees_a_reused_pid(registry: Registry, sleeper: subprocess.Popen[bytes]) -> None:
+    started = process_start(sleeper.pid)
+    registry.register(record("reused", pid=sleeper.pid, process_start="another boot:1"))
+    registry.register(record("same", pid=sleeper.pid, process_start=started))
+    registry.register(record("unknown", pid=sleeper.pid, process_start=None))
+    [lost] = registry.mark_lost()
+    assert lost.id == "reused"
+    assert lost.error is not None
+    assert "pid now belongs to another process" in lost.error
+    assert {r.id: r.status for r in registry.list()} == {
+        "reused": "lost",
+        "same": "running",
+        "unknown": "running",
+    }
+
+
+def test_stopping_an_agent_whose_pid_was_reused_marks_it_lost(
+    registry: Registry, sleeper: subprocess.Popen[bytes]
+) -> None:
+    registry.register(record("a", pid=sleeper.pid, process_start="another boot:1"))
+    assert registry.request_stop("a").outcome == "lost"
+
+
+# -- schema versions -------------------------------------------------------------------------
+
+
+def test_a_version_1_registry_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    create_table = registry_module._SCHEMA[0].replace("    process_start TEXT,\n", "")
+    db.execute(create_table)
+    db.execute(
+        "INSERT INTO agents (id, root_id, model, kind, label, status, background, pid, "
+        "started_at, updated_at, turns, input_tokens, output_tokens, cache_read_tokens, "
+        "cache_write_tokens, stop_requested) "
+        "VALUES ('old', 'old', 'test:m', 'main', '', 'running', 0, 1, 1.0, 1.0, 0, 0, 0, 0, 0, 0)"
+    )
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    registry = Registry(path)
+    assert registry.get("old").process_start is None
+    registry.register(record("new", process_start="boot:1"))
+    assert registry.get("new").process_start == "boot:1"
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == registry_module.SCHEMA_VERSION
+    finally:
+        db.close()
+
+
+def test_a_registry_from_a_newer_forkagent_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    with pytest.raises(RegistryError, match=r"schema version 99, newer .* upgrade forkagent"):
+        Registry(path)

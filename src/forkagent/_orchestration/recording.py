@@ -3,7 +3,8 @@
 An event listener plus the runs' change hook: each history change is one
 appended, flushed line, so a transcript survives a kill -9 up to its last
 complete line. ``skip_transcript`` leaves the files out; the registry row
-still tells ``forkagent ps`` the agent exists.
+still tells ``forkagent ps`` the agent exists. Registry writes go through a
+``RegistryWriter``, off the event loop.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
 from ..pricing import cost
 from .loop import AgentRun
-from .registry import AgentRecord, Registry
+from .registry import AgentRecord, Registry, RegistryWriter, own_process_start
 from .transcript import TranscriptHeader, TranscriptWriter, transcript_path
 
 
@@ -24,6 +25,11 @@ class Recorder:
     registry: Registry | None
     transcripts: bool = True
     writers: dict[str, TranscriptWriter] = field(default_factory=dict)
+    registry_writes: RegistryWriter | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.registry is not None:
+            self.registry_writes = RegistryWriter(self.registry)
 
     def __call__(self, event: Event) -> None:
         run = self.runs.get(event.agent_id)
@@ -45,8 +51,9 @@ class Recorder:
             self.writers[run.id] = writer
             writer.sync(run.messages)
             run.on_change = lambda changed: writer.sync(changed.messages)
-        if self.registry is not None:
-            self.registry.register(
+        if (writes := self.registry_writes) is not None:
+            writes.write(
+                writes.registry.register,
                 AgentRecord(
                     id=run.id,
                     root_id=self.root_id,
@@ -57,21 +64,31 @@ class Recorder:
                     background=background,
                     cwd=str(run.cwd),
                     transcript=path,
-                )
+                    process_start=own_process_start(),
+                ),
             )
 
     def _registry_update(self, run: AgentRun, event: Event) -> None:
-        if self.registry is None:
+        writes = self.registry_writes
+        if writes is None:
             return
+        registry, write = writes.registry, writes.write
         if isinstance(event, ResponseReceived):
-            self.registry.record_usage(
-                run.id, run.usage, turns=run.turns, cost=cost(run.model.name, run.usage)
+            write(
+                registry.record_usage,
+                run.id,
+                run.usage,
+                turns=run.turns,
+                cost=cost(run.model.name, run.usage),
             )
         elif isinstance(event, AgentMovedToBackground):
-            self.registry.update(run.id, background=True)
+            write(registry.update, run.id, background=True)
         elif isinstance(event, AgentFinished):
-            self.registry.finish(run.id, event.status, output=event.output, error=event.error)
+            write(registry.finish, run.id, event.status, output=event.output, error=event.error)
 
     def close(self) -> None:
+        """Close the transcripts, then wait for the registry's queued writes."""
         for writer in self.writers.values():
             writer.close()
+        if self.registry_writes is not None:
+            self.registry_writes.close()

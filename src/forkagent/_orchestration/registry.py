@@ -10,21 +10,30 @@ busy timeout instead of failing with "database is locked".
 Stopping works by polling: ``request_stop`` only sets a flag, and the process
 that owns the agent notices it (``stop_requested`` / ``wait_for_stop``) and
 cancels its own task. Nothing signals another process.
+
+A runtime on an event loop writes through a ``RegistryWriter``, whose thread
+does the disk I/O so the loop never waits on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import functools
+import logging
 import os
+import queue
 import socket
 import sqlite3
+import subprocess
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Any, Literal, ParamSpec, TypeAlias, get_args
 
 from ..errors import ForkagentError
 from ..events import AgentKind
@@ -47,7 +56,10 @@ FINAL_STATUSES: frozenset[str] = frozenset(
     {"completed", "failed", "cancelled", "timed_out", "budget_exceeded", "lost"}
 )
 PREVIEW_CHARS = 500
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+P = ParamSpec("P")
+logger = logging.getLogger(__name__)
 
 
 class RegistryError(ForkagentError):
@@ -75,6 +87,10 @@ class AgentRecord:
     background: bool = False
     pid: int | None = field(default_factory=os.getpid)
     host: str | None = field(default_factory=socket.gethostname)
+    process_start: str | None = None
+    """When process ``pid`` started (``process_start(pid)``; ``own_process_start()``
+    for this one), so that a later process given the same pid is not taken for it.
+    None: unknown, and the pid alone is trusted."""
     cwd: str | None = None
     transcript: Path | None = None
     """None when the agent was started with ``skip_transcript``."""
@@ -139,6 +155,7 @@ _SCHEMA = (
     background INTEGER NOT NULL,
     pid INTEGER,
     host TEXT,
+    process_start TEXT,
     cwd TEXT,
     transcript TEXT,
     started_at REAL NOT NULL,
@@ -156,8 +173,15 @@ _SCHEMA = (
     )""",
     "CREATE INDEX IF NOT EXISTS agents_by_status ON agents (status, started_at)",
     "CREATE INDEX IF NOT EXISTS agents_by_root ON agents (root_id)",
-    f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+_UPGRADES: dict[int, tuple[str, ...]] = {
+    1: ("ALTER TABLE agents ADD COLUMN process_start TEXT",),
+}
+"""Statements that bring a registry of schema version N to N + 1."""
+
+
+def _upgrades_from(version: int) -> list[str]:
+    return [statement for step in range(version, SCHEMA_VERSION) for statement in _UPGRADES[step]]
 
 
 StopOutcome: TypeAlias = Literal["requested", "already_finished", "lost"]
@@ -180,6 +204,7 @@ class Registry:
         """Seconds a write waits for another process's write before giving up."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path.touch(mode=0o600)  # SQLite gives its -wal and -shm files the same mode
+        self._batch = threading.local()
         self._create()
 
     # -- writing -------------------------------------------------------------
@@ -194,7 +219,7 @@ class Registry:
                 [values[c] for c in _COLUMNS],
             )
 
-    def update(self, agent_id: str, **changes: Any) -> None:
+    def update(self, agent_id: str, /, **changes: Any) -> None:
         """Change fields of an agent's row (names as in ``AgentRecord``).
 
         Moving to a final status also sets ``ended_at`` unless given.
@@ -283,8 +308,8 @@ class Registry:
         record = self.get(agent_id)
         if record.finished:
             return StopResult("already_finished", record)
-        if _process_gone(record):
-            self._mark_lost(record)
+        if why := _gone_reason(record):
+            self._mark_lost(record, why)
             return StopResult("lost", self.get(record.id))
         with self._writing() as db:
             db.execute(
@@ -320,23 +345,18 @@ class Registry:
                 "SELECT * FROM agents WHERE status = 'running' AND host = ?",
                 (socket.gethostname(),),
             ).fetchall()
-        gone = [r for r in map(_from_row, rows) if _process_gone(r)]
-        for record in gone:
-            self._mark_lost(record)
-        return tuple(self.get(r.id) for r in gone)
+        gone = [(r, why) for r in map(_from_row, rows) if (why := _gone_reason(r))]
+        for record, why in gone:
+            self._mark_lost(record, why)
+        return tuple(self.get(r.id) for r, _ in gone)
 
-    def _mark_lost(self, record: AgentRecord) -> None:
+    def _mark_lost(self, record: AgentRecord, why: str) -> None:
         now = time.time()
         with self._writing() as db:
             db.execute(
                 "UPDATE agents SET status = 'lost', ended_at = ?, updated_at = ?, error = ? "
                 "WHERE id = ? AND status = 'running'",
-                (
-                    now,
-                    now,
-                    f"process {record.pid} on {record.host} ended without reporting",
-                    record.id,
-                ),
+                (now, now, why, record.id),
             )
 
     # -- connections -----------------------------------------------------------
@@ -347,8 +367,16 @@ class Registry:
             if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
                 return
         with self._writing() as db:
-            for statement in _SCHEMA:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise RegistryError(
+                    f"{self.path} has schema version {version}, newer than this forkagent "
+                    f"reads ({SCHEMA_VERSION}): upgrade forkagent"
+                )
+            statements = _SCHEMA if version == 0 else _upgrades_from(version)
+            for statement in statements:
                 db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
@@ -365,16 +393,44 @@ class Registry:
             raise RegistryError(f"the agent registry {self.path}: {exc}") from exc
 
     @contextmanager
-    def _writing(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction that holds the lock from the start."""
-        with self._connection() as db:
-            db.execute("BEGIN IMMEDIATE")
+    def batch(self) -> Iterator[None]:
+        """Make this thread's writes inside the block one transaction: one lock, one commit.
+
+        A write that fails is undone alone (a savepoint) and raises as usual.
+        Reads inside the block do not see the block's writes.
+        """
+        with self._writing() as db:
+            self._batch.db = db
             try:
+                yield
+            finally:
+                self._batch.db = None
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that holds the lock from the start; in a batch, a savepoint."""
+        batch: sqlite3.Connection | None = getattr(self._batch, "db", None)
+        if batch is None:
+            with self._connection() as db, _transaction(db, "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"):
                 yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+        else:
+            with _transaction(
+                batch, "SAVEPOINT write", "RELEASE write", "ROLLBACK TO write", "RELEASE write"
+            ):
+                yield batch
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection, begin: str, end: str, *undo: str) -> Iterator[None]:
+    """``begin``; then ``end`` if the block succeeds, else ``undo`` and re-raise."""
+    db.execute(begin)
+    try:
+        yield
+    except BaseException:
+        for statement in undo:
+            db.execute(statement)
+        raise
+    db.execute(end)
 
 
 def _to_sql(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -389,16 +445,129 @@ def _from_row(row: sqlite3.Row) -> AgentRecord:
     return AgentRecord(**data)
 
 
-def _process_gone(record: AgentRecord) -> bool:
-    """True only when we can tell: the pid is on this host and does not exist."""
-    if record.pid is None or record.pid <= 0 or record.pid == os.getpid():
-        return False
-    if record.host != socket.gethostname():
-        return False
+def _gone_reason(record: AgentRecord) -> str | None:
+    """Why the agent's process has surely ended, or None when it may still run.
+
+    Only a pid on this host can be checked: it no longer exists, or it now
+    belongs to a process that started at another time (the pid was reused).
+    """
+    if record.pid is None or record.pid <= 0 or record.host != socket.gethostname():
+        return None
+    ended = f"process {record.pid} on {record.host} ended without reporting"
     try:
         os.kill(record.pid, 0)
     except ProcessLookupError:
-        return True
+        return ended
     except PermissionError:
-        return False
-    return False
+        pass  # it exists, under another user
+    if record.process_start is None:
+        return None  # recorded without a start time: the pid is all there is to go on
+    now = process_start(record.pid)
+    if now is None or now == record.process_start:
+        return None
+    return f"{ended} (its pid now belongs to another process)"
+
+
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started, as an opaque string; None if it cannot be told.
+
+    Linux: the boot id and the start time in clock ticks since boot, from
+    ``/proc``; elsewhere ``ps -o lstart=`` (to the second). Two processes that
+    held the same pid give different strings.
+    """
+    if _PROC_STAT.exists():
+        return _proc_start(pid)
+    return _ps_start(pid)
+
+
+_PROC_STAT = Path("/proc/self/stat")
+
+
+def _proc_start(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    # Field 2, the command name, may hold spaces and parentheses: count from its end.
+    after_name = stat.rpartition(")")[2].split()
+    return f"{boot}:{after_name[19]}"  # field 22, starttime
+
+
+def _ps_start(pid: int) -> str | None:
+    try:
+        ps = subprocess.run(
+            ["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return ps.stdout.strip() or None
+
+
+def own_process_start() -> str | None:
+    """``process_start`` of this process (read once)."""
+    return _start_of(os.getpid())
+
+
+@functools.lru_cache(maxsize=1)
+def _start_of(pid: int) -> str | None:
+    return process_start(pid)
+
+
+class RegistryWriter:
+    """Runs a registry's writes on one background thread, in the order they were given.
+
+    A write is milliseconds of disk I/O; done on the event loop it would stall
+    every agent of the tree. One thread keeps the order (an agent's row is
+    registered before it is updated). ``close`` waits for every queued write,
+    so a session that closes normally loses nothing; at interpreter exit an
+    unclosed writer is flushed too. A write that fails is logged, never raised.
+    """
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        """Queued operations are its methods: each drain of the queue runs in one ``batch``."""
+        self._queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def write(self, operation: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
+        """Queue ``operation(*args, **kwargs)``, e.g. ``write(registry.update, id, turns=2)``."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._work, name="forkagent-registry", daemon=True
+            )
+            self._thread.start()
+            atexit.register(self.close)
+        self._queue.put(functools.partial(operation, *args, **kwargs))
+
+    def close(self) -> None:
+        """Wait until every queued write is done, then stop the thread (a later write restarts it)."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        atexit.unregister(self.close)
+        self._queue.put(None)
+        thread.join()
+
+    def _work(self) -> None:
+        """Run what is queued, everything waiting at once in one transaction."""
+        while True:
+            operations = [self._queue.get()]
+            while not self._queue.empty():
+                operations.append(self._queue.get())
+            try:
+                with self.registry.batch():
+                    for operation in operations:
+                        if operation is None:
+                            break
+                        self._run(operation)
+            except Exception:
+                logger.exception("could not write to the agent registry %s", self.registry.path)
+            if None in operations:
+                return
+
+    def _run(self, operation: Callable[[], object]) -> None:
+        try:
+            operation()
+        except Exception:
+            logger.exception("a write to the agent registry %s failed", self.registry.path)
