@@ -7,6 +7,7 @@ from ._orchestration.tasks import AgentTask, TaskResult
 from .agent import Agent, AgentSummary, RunResult, Session
 from .agents import AgentDefinition
 from .errors import (
+    AgentLimitError,
     AgentSpawnError,
     BudgetExceededError,
     ConfigurationError,
@@ -32,6 +33,7 @@ from .usage import Usage
 __all__ = [
     "Agent",
     "AgentDefinition",
+    "AgentLimitError",
     "AgentSpawnError",
     "AgentSummary",
     "AgentTask",

@@ -19,7 +19,7 @@ from ._orchestration.runtime import Runtime, RuntimeOptions
 from ._orchestration.tasks import AgentTask, TaskResult
 from ._orchestration.transcript import Transcript, read_transcript
 from .agents import AgentCatalog, AgentDefinition, load_agents
-from .errors import ConfigurationError
+from .errors import AgentLimitError, ConfigurationError
 from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
 from .hooks import Hooks
 from .messages import JsonValue, Message, UserMessage, user
@@ -310,8 +310,17 @@ class Session:
         Without ``background`` this waits for all of them; either way the
         handles carry the results. Background children also report into the
         conversation, like forks the model starts.
+
+        More directives than ``max_agents`` leaves: the first ones run, then
+        ``AgentLimitError`` names the refused ones and holds the started
+        handles (waited for too, without ``background``).
         """
-        tasks = self.runtime.fork_many(self.root, directives, background=background)
+        try:
+            tasks = self.runtime.fork_many(self.root, directives, background=background)
+        except AgentLimitError as exc:
+            if not background:
+                await asyncio.gather(*(t.wait() for t in exc.started))
+            raise
         if not background:
             await asyncio.gather(*(t.wait() for t in tasks))
         return tasks

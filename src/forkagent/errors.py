@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._orchestration.tasks import AgentTask
+
 
 class ForkagentError(Exception):
     """Base of every error this library raises on purpose."""
@@ -86,3 +92,19 @@ class BudgetExceededError(ForkagentError):
 
 class AgentSpawnError(ForkagentError):
     """An agent could not be started (guard, unknown type, bad definition...)."""
+
+
+class AgentLimitError(AgentSpawnError):
+    """``Session.fork`` was given more directives than the tree's ``max_agents`` leaves.
+
+    The first ones, up to the limit, were started: their handles are in
+    ``started`` (already finished if the fork was not in the background).
+    """
+
+    def __init__(
+        self, message: str, *, started: Sequence[AgentTask], refused: Sequence[str]
+    ) -> None:
+        super().__init__(message)
+        self.started = list(started)
+        self.refused = list(refused)
+        """The directives that got no agent, in the order given."""

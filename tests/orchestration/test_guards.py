@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from pathlib import Path
 
@@ -9,8 +10,9 @@ import pytest
 
 from forkagent._orchestration.fork import FORK_RULES, FORK_TAG
 from forkagent._orchestration.runtime import RuntimeOptions, SpawnRequest
-from forkagent.errors import AgentSpawnError, ToolError
+from forkagent.errors import AgentLimitError, AgentSpawnError, ToolError
 from forkagent.events import ToolFinished
+from forkagent.hooks import HookInput, Hooks
 from forkagent.messages import ToolUseBlock
 from forkagent.requests import ModelRequest
 from forkagent.testing import reply, tool_call
@@ -212,3 +214,50 @@ async def test_the_history_scan_backs_up_the_structural_marker(tmp_path: Path) -
         with pytest.raises(ToolError, match="forked child"):
             await session.runtime.spawn(child, SpawnRequest(prompt="x", subagent_type="Explore"))
         assert session.runtime.tasks == {}
+
+
+@pytest.mark.parametrize("background", [False, True])
+async def test_session_fork_starts_what_the_limit_allows_and_refuses_the_rest(
+    tmp_path: Path, background: bool
+) -> None:
+    model = tree_model(["hello"])
+    agent = make_agent(model, tmp_path, options=RuntimeOptions(max_agents=3))
+    async with agent.session() as session:
+        await session.send("hi")
+        await session.fork(["first"])
+        with pytest.raises(AgentLimitError, match="started 2 of these 4 forks") as refused:
+            await session.fork(["a", "b", "c", "d"], background=background)
+        assert refused.value.refused == ["c", "d"]
+        assert [t.label for t in refused.value.started] == ["a", "b"]
+        assert session.runtime.spawned == 3
+        results = [await t.wait() for t in refused.value.started]
+        assert [r.status for r in results] == ["completed", "completed"]
+        with pytest.raises(AgentLimitError) as none_left:
+            await session.fork(["e"])
+        assert (none_left.value.started, none_left.value.refused) == ([], ["e"])
+        assert len(session.runtime.tasks) == 3
+
+
+async def test_agent_calls_waiting_on_start_hooks_cannot_pass_the_limit(tmp_path: Path) -> None:
+    """Five calls in one reply reach the limit check before any child starts."""
+    hooks = Hooks()
+
+    @hooks.on("SubagentStart")
+    async def pause(event: HookInput) -> None:
+        await asyncio.sleep(0)
+
+    events = Events()
+    calls = [tool_call("Agent", id=f"c{i}", prompt=f"part {i}", fork=True) for i in range(5)]
+    agent = make_agent(
+        tree_model([reply(*calls)]),
+        tmp_path,
+        subagents=True,
+        hooks=hooks,
+        listeners=[events],
+        options=RuntimeOptions(max_agents=3),
+    )
+    result = await agent.run("go")
+    assert len([e for e in events.started if e.parent_id is not None]) == 3
+    refused = [r for r in results_by_id(result.messages).values() if r.is_error]
+    assert len(refused) == 2
+    assert all("started 3 agents, its limit" in r.text for r in refused)

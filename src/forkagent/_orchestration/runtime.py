@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import AgentSpawnError, ForkagentError, ToolError
+from ..errors import AgentLimitError, AgentSpawnError, ForkagentError, ToolError
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentStatus, Event
 from ..hooks import HookEvent
 from ..messages import JsonValue, TextBlock
@@ -88,6 +88,9 @@ class Runtime:
     runs: dict[str, AgentRun] = field(default_factory=dict)
     tasks: dict[str, AgentTask] = field(default_factory=dict)
     spawned: int = 0
+    launching: int = 0
+    """Agent-tool spawns past the limit check but not started yet (hooks, worktrees):
+    they hold their place under ``max_agents``, so concurrent calls cannot overshoot."""
     owned_models: list[Model] = field(default_factory=list)
     """Models this tree created from strings; closed with it."""
     on_notification: Callable[[AgentRun], None] | None = None
@@ -131,9 +134,18 @@ class Runtime:
 
     async def spawn(self, parent: AgentRun, request: SpawnRequest) -> str:
         """Run the Agent tool's call; every refusal is an error result for the model."""
-        refusal = self._refusal(parent)
+        refusal = self._fork_refusal(parent) or self._limit_refusal()
         if refusal:
             raise ToolError(refusal)
+        self.launching += 1
+        try:
+            task, header = await self._launch(parent, request)
+        finally:
+            self.launching -= 1
+        return await self._report(task, header)
+
+    async def _launch(self, parent: AgentRun, request: SpawnRequest) -> tuple[AgentTask, str]:
+        """Route, prepare and start the child; the header tells the model how it was routed."""
         route = decide_route(
             fork=request.fork,
             subagent_type=request.subagent_type,
@@ -173,20 +185,27 @@ class Runtime:
         )
         task = self.start(child, background=background, estimate=estimate)
         header = "; ".join(n for n in (route.note, estimate and estimate.summary()) if n)
-        return await self._report(task, header)
+        return task, header
 
-    def _refusal(self, parent: AgentRun) -> str | None:
+    def _fork_refusal(self, parent: AgentRun) -> str | None:
         if parent.is_fork or is_fork_history(parent.messages):
             return (
                 "Refused: you are a forked child and may not start agents of any kind. "
                 "Do the work yourself with your tools, then report."
             )
-        if self.spawned >= self.options.max_agents:
-            return (
-                f"Refused: this run has started {self.spawned} agents, its limit. "
-                "Finish the work with the agents you have."
-            )
         return None
+
+    def _allowance(self) -> int:
+        """How many more agents the tree may start."""
+        return max(self.options.max_agents - self.spawned - self.launching, 0)
+
+    def _limit_refusal(self) -> str | None:
+        if self._allowance():
+            return None
+        return (
+            f"Refused: this run has started {self.options.max_agents} agents, its limit. "
+            "Finish the work with the agents you have."
+        )
 
     def _prepare(self, parent: AgentRun, route: Route, request: SpawnRequest) -> PreparedChild:
         if route.kind == "fork":
@@ -404,12 +423,30 @@ class Runtime:
     def fork_many(
         self, parent: AgentRun, directives: Sequence[str], *, background: bool
     ) -> list[AgentTask]:
-        refusal = self._refusal(parent)
+        """One fork per directive, while ``max_agents`` allows.
+
+        Past the limit, the first directives still start and ``AgentLimitError``
+        (holding their handles) refuses the rest, as the Agent tool refuses each
+        call over the limit.
+        """
+        refusal = self._fork_refusal(parent)
         if refusal:
             raise AgentSpawnError(refusal)
-        return [
-            self.start(self.build_fork(parent, d), background=background) for d in directives
+        allowed = self._allowance()
+        started = [
+            self.start(self.build_fork(parent, d), background=background)
+            for d in directives[:allowed]
         ]
+        refused = directives[allowed:]
+        if refused:
+            raise AgentLimitError(
+                f"this run may start {self.options.max_agents} agents: started "
+                f"{len(started)} of these {len(directives)} forks, refused the last "
+                f"{len(refused)}",
+                started=started,
+                refused=refused,
+            )
+        return started
 
     async def close_models(self) -> None:
         for model in self.owned_models:
