@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from ._orchestration.budget import Budget, Limits
+from ._orchestration.budget import Budget, Limits, require_price
 from ._orchestration.loop import AgentRun, close_pending, run_loop
 from ._orchestration.named import NamedAgents
 from ._orchestration.prompt import DEFAULT_SYSTEM_PROMPT, render_system_prompt
@@ -128,6 +128,11 @@ class Agent:
     """Write no transcript files (the registry still lists the agents)."""
     registry: Registry | Literal[False] | None = None
     """The agent registry; None = the default SQLite file, False = none."""
+
+    def __post_init__(self) -> None:
+        model = self.model.name if isinstance(self.model, Model) else self.model
+        limits = (self.limits, self.tree_limits, self.runtime_options().child_limits)
+        require_price(model, *limits)
 
     def session(self) -> Session:
         return Session(self)

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from forkagent import Agent, ConfigurationError, RuntimeOptions
 from forkagent._orchestration.budget import Limits
+from forkagent.agents import AgentDefinition
 from forkagent.messages import AssistantMessage
 from forkagent.models import ModelResponse
 from forkagent.pricing import cost
@@ -214,3 +216,47 @@ async def test_a_tree_turn_budget_is_shared_by_the_children(tmp_path: Path) -> N
     assert total <= 6 + 1  # one concurrent overshoot at most
     assert {t.status for t in tasks} == {"budget_exceeded"}
     assert result.status == "budget_exceeded"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"limits": Limits(max_cost=1.0)},
+        {"child_limits": Limits(max_cost=1.0)},
+        {"tree_limits": Limits(max_cost=1.0)},
+        {"options": RuntimeOptions(child_limits=Limits(max_cost=1.0))},
+    ],
+)
+def test_max_cost_for_a_model_without_a_price_is_refused_up_front(
+    tmp_path: Path, options: dict[str, object]
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"max_cost is set but model 'tree' has no"):
+        make_agent(tree_model([]), tmp_path, **options)
+    with pytest.raises(ConfigurationError, match="'test:echo' has no known price"):
+        Agent(model="test:echo", **options)  # type: ignore[arg-type]
+    make_agent(tree_model([], name="claude-sonnet-4-6"), tmp_path, **options)
+    Agent(model="emulator:claude-sonnet-4-6", **options)  # type: ignore[arg-type]
+
+
+async def test_a_named_child_without_a_price_under_a_cost_cap_is_refused(tmp_path: Path) -> None:
+    events = Events()
+    local = AgentDefinition(
+        name="local", description="Runs on a local model.", system_prompt="Work.", model="test:echo"
+    )
+    model = tree_model(
+        [reply(tool_call("Agent", id="job", prompt="work", subagent_type="local"))],
+        name="claude-sonnet-4-6",
+    )
+    agent = make_agent(
+        model,
+        tmp_path,
+        subagents=True,
+        agents=[local],
+        listeners=[events],
+        tree_limits=Limits(max_cost=1.0),
+    )
+    result = await agent.run("go")
+    refusal = results_by_id(result.messages)["job"]
+    assert refusal.is_error
+    assert "'echo' has no known price" in refusal.text
+    assert [e for e in events.started if e.parent_id is not None] == []

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..errors import BudgetExceededError
+from ..errors import BudgetExceededError, ConfigurationError
+from ..pricing import price_for
 from ..usage import Usage
 
 
@@ -14,8 +15,8 @@ class Limits:
     """Caps for one agent, or (as a tree budget) for an agent and all its descendants.
 
     ``max_tokens`` counts every prompt and output token (cached ones too: the
-    cap is about work done, not money); ``max_cost`` is in USD and only counts
-    usage whose price is known.
+    cap is about work done, not money); ``max_cost`` is in USD and needs a
+    model whose price is known (``require_price``).
     """
 
     max_turns: int | None = None
@@ -37,6 +38,15 @@ class Budget:
 
     def child(self, limits: Limits = Limits()) -> Budget:
         return Budget(limits, parent=self)
+
+    def all_limits(self) -> list[Limits]:
+        """This budget's limits and its ancestors': every cap its agent runs under."""
+        budget: Budget | None = self
+        found = []
+        while budget is not None:
+            found.append(budget.limits)
+            budget = budget.parent
+        return found
 
     def charge(self, usage: Usage, cost: float | None) -> None:
         budget: Budget | None = self
@@ -76,3 +86,16 @@ class Budget:
             raise BudgetExceededError(
                 "max_seconds", f"ran {elapsed:.1f}s of a {limits.max_seconds:.1f}s limit"
             )
+
+
+def require_price(model: str, *limits: Limits) -> None:
+    """Refuse a ``max_cost`` that could never trigger: the model's price is unknown.
+
+    Cost is only counted for priced models, so the cap would silently mean
+    "unlimited"; a ``ConfigurationError`` says so instead.
+    """
+    if price_for(model) is None and any(limit.max_cost is not None for limit in limits):
+        raise ConfigurationError(
+            f"max_cost is set but model {model!r} has no known price, so its cost cannot be "
+            "counted: add its price to forkagent.pricing.PRICES, or cap max_tokens instead"
+        )

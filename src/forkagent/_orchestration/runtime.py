@@ -20,7 +20,7 @@ from ..hooks import HookEvent
 from ..messages import JsonValue, TextBlock
 from ..models.base import Model
 from ..telemetry.monitor import CacheMonitor
-from .budget import Budget, Limits
+from .budget import Budget, Limits, require_price
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
 from .fanout import FanoutMode, ForkFamily
 from .fork import build_forked_messages, cache_key_hash, is_fork_history
@@ -172,6 +172,7 @@ class Runtime:
         except ForkagentError as exc:
             raise ToolError(f"Refused: {exc}") from None
         try:
+            require_price(child.run.model.name, *child.run.budget.all_limits())
             await self._subagent_hook("SubagentStart", child.run, prompt=request.prompt)
             if (request.isolation or child.isolation) == "worktree":
                 await self._isolate(child, parent)
