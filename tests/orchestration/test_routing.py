@@ -70,8 +70,10 @@ def test_notes_tell_the_model_when_its_request_was_rerouted() -> None:
     assert "Explore" in ignored.note
     assert "ignored" in ignored.note
     unavailable = decide_route(fork=True, subagent_type=None, gate=CLOSED)
-    assert unavailable.note is not None
-    assert "not available" in unavailable.note
+    assert unavailable.note == "forking is not available in this session; ran as general-purpose"
+    named = decide_route(fork=True, subagent_type="Explore", gate=CLOSED)
+    assert named.note == "forking is not available in this session; ran as Explore"
+    assert decide_route(fork=False, subagent_type=None, gate=CLOSED).note is None
     assert decide_route(fork=True, subagent_type=None, gate=OPEN).note is None
     assert decide_route(fork=None, subagent_type="Plan", gate=OPEN).note is None
 
@@ -161,7 +163,9 @@ async def test_fork_true_with_the_gate_closed_runs_a_named_agent(
     )
     [started] = [e for e in events.started if e.parent_id is not None]
     assert started.kind == "named"
-    assert "named done" in results_by_id(result.messages)["a1"].text
+    text = results_by_id(result.messages)["a1"].text
+    assert "named done" in text
+    assert "[forking is not available in this session; ran as general-purpose" in text
     named_request = next(r for r in model.requests if "started by another agent" in r.system_text)
     assert named_request.messages[0].text == "check x"
 

@@ -10,6 +10,10 @@
 
 With ``implicit`` (the older seeds' mode), an omitted ``subagent_type``
 without ``fork`` forks too, when forking is available.
+
+A ``fork: true`` that cannot be honoured gets a note in the tool result, so
+the model learns that forking is unavailable (the field is not even in its
+schema then, but a model may send it from habit or an earlier turn).
 """
 
 from __future__ import annotations
@@ -52,7 +56,5 @@ def decide_route(
         ignored = f" (subagent_type {subagent_type!r} ignored)" if subagent_type else ""
         return Route("fork", None, f"forked{ignored}" if ignored else None)
     agent_type = subagent_type or GENERAL_PURPOSE
-    note = (
-        f"forking is not available here; ran {agent_type} instead" if fork is True else None
-    )
+    note = f"forking is not available in this session; ran as {agent_type}" if fork else None
     return Route("named", agent_type, note)

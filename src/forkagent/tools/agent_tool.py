@@ -2,6 +2,8 @@
 
 Its schema is fixed when the session starts (tool bytes are part of the
 cached prefix): the ``fork`` field exists only where forking is available.
+A ``fork`` sent anyway still reaches the router, whose note tells the model
+that forking is not available.
 """
 
 from __future__ import annotations
@@ -87,8 +89,6 @@ class AgentTool(ArgsTool):
         runtime = ctx.runtime
         if not isinstance(runtime, Runtime):
             raise ToolError("the Agent tool only works inside a forkagent run")
-        if args.fork is not None and not self.fork_available:
-            args = args.model_copy(update={"fork": None})
         return await runtime.spawn(
             runtime.runs[ctx.agent_id],
             SpawnRequest(
