@@ -1,34 +1,99 @@
-"""forkagent: agents whose sub-agents fork the parent's context and share its prompt cache."""
+"""forkagent: agents whose sub-agents fork the parent's context and share its prompt cache.
 
-from ._orchestration.budget import Limits
-from ._orchestration.routing import ForkGate
-from ._orchestration.runtime import RuntimeOptions
-from ._orchestration.tasks import AgentTask, TaskResult
-from .agent import Agent, AgentSummary, RunResult, Session
-from .agents import AgentDefinition
-from .errors import (
-    AgentLimitError,
-    AgentSpawnError,
-    BudgetExceededError,
-    ConfigurationError,
-    ForkagentError,
-    ModelError,
-    ProviderError,
-    ToolError,
+Names load on first use, so ``import forkagent`` stays cheap; ``from forkagent
+import Agent`` imports what ``Agent`` needs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._orchestration.budget import Limits
+    from ._orchestration.routing import ForkGate
+    from ._orchestration.runtime import RuntimeOptions
+    from ._orchestration.tasks import AgentTask, TaskResult
+    from .agent import Agent, AgentSummary, RunResult, Session
+    from .agents import AgentDefinition
+    from .errors import (
+        AgentLimitError,
+        AgentSpawnError,
+        BudgetExceededError,
+        ConfigurationError,
+        ForkagentError,
+        ModelError,
+        ProviderError,
+        ToolError,
+    )
+    from .messages import (
+        AssistantMessage,
+        ImageBlock,
+        TextBlock,
+        ThinkingBlock,
+        ToolResultBlock,
+        ToolUseBlock,
+        UserMessage,
+    )
+    from .models import Model, ModelResponse, resolve_model
+    from .requests import ModelRequest, ModelSettings
+    from .tools import Tool, ToolContext, tool
+    from .usage import Usage
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "._orchestration.budget": ("Limits",),
+        "._orchestration.routing": ("ForkGate",),
+        "._orchestration.runtime": ("RuntimeOptions",),
+        "._orchestration.tasks": (
+            "AgentTask",
+            "TaskResult",
+        ),
+        ".agent": (
+            "Agent",
+            "AgentSummary",
+            "RunResult",
+            "Session",
+        ),
+        ".agents": ("AgentDefinition",),
+        ".errors": (
+            "AgentLimitError",
+            "AgentSpawnError",
+            "BudgetExceededError",
+            "ConfigurationError",
+            "ForkagentError",
+            "ModelError",
+            "ProviderError",
+            "ToolError",
+        ),
+        ".messages": (
+            "AssistantMessage",
+            "ImageBlock",
+            "TextBlock",
+            "ThinkingBlock",
+            "ToolResultBlock",
+            "ToolUseBlock",
+            "UserMessage",
+        ),
+        ".models": (
+            "Model",
+            "ModelResponse",
+            "resolve_model",
+        ),
+        ".requests": (
+            "ModelRequest",
+            "ModelSettings",
+        ),
+        ".tools": (
+            "Tool",
+            "ToolContext",
+            "tool",
+        ),
+        ".usage": ("Usage",),
+    },
 )
-from .messages import (
-    AssistantMessage,
-    ImageBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    UserMessage,
-)
-from .models import Model, ModelResponse, resolve_model
-from .requests import ModelRequest, ModelSettings
-from .tools import Tool, ToolContext, tool
-from .usage import Usage
 
 __all__ = [
     "Agent",

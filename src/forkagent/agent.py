@@ -18,7 +18,7 @@ from ._orchestration.routing import ForkGate
 from ._orchestration.runtime import Runtime, RuntimeOptions
 from ._orchestration.tasks import AgentTask, TaskResult
 from ._orchestration.transcript import Transcript, read_transcript
-from .agents import AgentCatalog, AgentDefinition, load_agents
+from .agents import AgentCatalog, AgentDefinition
 from .errors import AgentLimitError, ConfigurationError
 from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
 from .hooks import Hooks
@@ -171,6 +171,8 @@ class Agent:
         )
 
     def catalog(self) -> AgentCatalog:
+        from .agents.loader import load_agents  # YAML loads only when files are read
+
         base = load_agents(self.cwd) if self.load_agent_files else AgentCatalog()
         return base.with_agents(*self.agents)
 

@@ -1,5 +1,11 @@
-"""Named agents: definitions (built-in and from markdown files), model resolution, tool pools."""
+"""Named agents: definitions (built-in and from markdown files), model resolution, tool pools.
 
+The loader (and YAML with it) is imported when first used.
+"""
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 from .builtin import BUILTIN_AGENTS, DEFAULT_AGENT, EXPLORE, GENERAL_PURPOSE, PLAN
 from .definition import (
     AGENT_TOOL,
@@ -9,7 +15,6 @@ from .definition import (
     PermissionMode,
     canonical_tool_name,
 )
-from .loader import load_agent_file, load_agents, project_agent_dirs, user_agent_dirs
 from .registry import AgentCatalog, LoadError
 from .resolve import (
     MODEL_ALIASES,
@@ -18,6 +23,14 @@ from .resolve import (
     ToolPool,
     assemble_tool_pool,
     resolve_agent_model,
+)
+
+if TYPE_CHECKING:
+    from .loader import load_agent_file, load_agents, project_agent_dirs, user_agent_dirs
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {".loader": ("load_agent_file", "load_agents", "project_agent_dirs", "user_agent_dirs")},
 )
 
 __all__ = [

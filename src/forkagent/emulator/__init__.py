@@ -3,17 +3,25 @@
 ``Emulator`` serves the Anthropic Messages, OpenAI Chat Completions (with the
 DashScope and DeepSeek cache profiles) and Gemini ``generateContent`` APIs,
 in process (``dispatch``) or over HTTP (``serve``), with the cache rules of
-``shared/design/CACHING.md``. See ``docs/emulator.md``.
+``shared/design/CACHING.md``. See ``docs/emulator.md``. The HTTP server (and
+uvicorn with it) is imported when first used.
 """
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 from .core import Emulator, EmulatorReply, default_emulator, use_emulator
 from .errors import EmulatedDisconnect
 from .faults import Fault, FaultPlan
 from .log import BreakpointOutcome, LogEntry, RequestLog
 from .policies import EmulatedRequest, Policy, Reply, ToolCall, default_policy
 from .profiles import CacheSettings
-from .server import RunningServer, serve
 from .timing import Latency, VirtualClock
+
+if TYPE_CHECKING:
+    from .server import RunningServer, serve
+
+__getattr__, __dir__ = lazy_exports(__name__, {".server": ("RunningServer", "serve")})
 
 __all__ = [
     "BreakpointOutcome",

@@ -15,7 +15,6 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import ConfigurationError
 from ..messages import JsonValue
-from .shell import classify_command
 
 READ_TOOLS = frozenset({"Read", "Glob", "Grep"})
 """Built-in tools that only read."""
@@ -208,6 +207,8 @@ def _shell_decision(tool_name: str, args: Mapping[str, JsonValue], allowed: str)
     command = args.get("command")
     if not isinstance(command, str):
         return FilterDecision.deny(f"`{tool_name}` needs a top-level `command` string. {allowed}")
+    from .shell import classify_command  # tree-sitter loads on the first shell check
+
     verdict = classify_command(command)
     if verdict.read_only:
         return FilterDecision.allow()

@@ -17,7 +17,6 @@ from typing import Literal, TypeAlias
 from ..messages import JsonValue
 from ..tools.base import Tool, ToolContext
 from .filters import EDIT_TOOLS, SHELL_TOOL, FilterDecision, ToolFilter, all_of
-from .shell import classify_command
 
 PermissionMode: TypeAlias = Literal["default", "accept_edits", "plan", "bypass", "bubble"]
 """default: ask for anything not read-only. accept_edits: file edits inside the cwd run
@@ -149,6 +148,8 @@ def approval_needed(tool: Tool, args: Mapping[str, JsonValue]) -> str | None:
         command = args.get("command")
         if not isinstance(command, str):
             return "the shell call has no `command` string"
+        from .shell import classify_command  # tree-sitter loads on the first shell check
+
         verdict = classify_command(command)
         return None if verdict.read_only else f"the command is not read-only: {verdict.reason}"
     return f"`{tool.name}` can change things"
