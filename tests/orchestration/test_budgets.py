@@ -239,7 +239,6 @@ def test_max_cost_for_a_model_without_a_price_is_refused_up_front(
 
 
 async def test_a_named_child_without_a_price_under_a_cost_cap_is_refused(tmp_path: Path) -> None:
-    events = Events()
     local = AgentDefinition(
         name="local", description="Runs on a local model.", system_prompt="Work.", model="test:echo"
     )
@@ -247,16 +246,10 @@ async def test_a_named_child_without_a_price_under_a_cost_cap_is_refused(tmp_pat
         [reply(tool_call("Agent", id="job", prompt="work", subagent_type="local"))],
         name="claude-sonnet-4-6",
     )
-    agent = make_agent(
-        model,
-        tmp_path,
-        subagents=True,
-        agents=[local],
-        listeners=[events],
-        tree_limits=Limits(max_cost=1.0),
-    )
+    limits = Limits(max_cost=1.0)
+    agent = make_agent(model, tmp_path, subagents=True, agents=[local], tree_limits=limits)
     result = await agent.run("go")
     refusal = results_by_id(result.messages)["job"]
     assert refusal.is_error
     assert "'echo' has no known price" in refusal.text
-    assert [e for e in events.started if e.parent_id is not None] == []
+    assert [a.kind for a in result.agents] == ["main"]  # nothing was started
