@@ -292,6 +292,16 @@ def test_a_failed_write_in_a_batch_is_undone_alone(registry: Registry) -> None:
     assert (row.turns, row.label) == (1, "still here")
 
 
+def test_batches_nest(tmp_path: Path) -> None:
+    registry = Registry(tmp_path / "registry.db", timeout=0.2)
+    with registry.batch():
+        registry.register(record("a"))
+        with registry.batch():
+            registry.update("a", turns=1)
+        registry.update("a", turns=2)  # still the outer transaction, not a second writer
+    assert registry.get("a").turns == 2
+
+
 # -- the background writer ---------------------------------------------------------------
 
 

@@ -399,12 +399,13 @@ class Registry:
         A write that fails is undone alone (a savepoint) and raises as usual.
         Reads inside the block do not see the block's writes.
         """
+        outer = getattr(self._batch, "db", None)
         with self._writing() as db:
             self._batch.db = db
             try:
                 yield
             finally:
-                self._batch.db = None
+                self._batch.db = outer
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
@@ -514,6 +515,9 @@ def _start_of(pid: int) -> str | None:
     return process_start(pid)
 
 
+_Queue: TypeAlias = "queue.SimpleQueue[Callable[[], object] | None]"
+
+
 class RegistryWriter:
     """Runs a registry's writes on one background thread, in the order they were given.
 
@@ -527,14 +531,15 @@ class RegistryWriter:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         """Queued operations are its methods: each drain of the queue runs in one ``batch``."""
-        self._queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+        self._queue: _Queue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
     def write(self, operation: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
         """Queue ``operation(*args, **kwargs)``, e.g. ``write(registry.update, id, turns=2)``."""
         if self._thread is None:
+            self._queue = queue.SimpleQueue()  # each thread drains its own queue to the end
             self._thread = threading.Thread(
-                target=self._work, name="forkagent-registry", daemon=True
+                target=self._work, args=(self._queue,), name="forkagent-registry", daemon=True
             )
             self._thread.start()
             atexit.register(self.close)
@@ -549,12 +554,12 @@ class RegistryWriter:
         self._queue.put(None)
         thread.join()
 
-    def _work(self) -> None:
-        """Run what is queued, everything waiting at once in one transaction."""
+    def _work(self, pending: _Queue) -> None:
+        """Run what is queued, everything waiting at once in one transaction, until None."""
         while True:
-            operations = [self._queue.get()]
-            while not self._queue.empty():
-                operations.append(self._queue.get())
+            operations = [pending.get()]
+            while not pending.empty():
+                operations.append(pending.get())
             try:
                 with self.registry.batch():
                     for operation in operations:
