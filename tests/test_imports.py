@@ -14,6 +14,7 @@ import forkagent
 import forkagent.agents
 import forkagent.emulator
 import forkagent.permissions
+import forkagent.telemetry
 
 HEAVY = (
     "anthropic",
@@ -62,7 +63,8 @@ def test_importing_forkagent_loads_only_what_is_used() -> None:
 
 
 @pytest.mark.parametrize(
-    "package", [forkagent, forkagent.agents, forkagent.emulator, forkagent.permissions]
+    "package",
+    [forkagent, forkagent.agents, forkagent.emulator, forkagent.permissions, forkagent.telemetry],
 )
 def test_every_public_name_resolves(package: ModuleType) -> None:
     for name in package.__all__:

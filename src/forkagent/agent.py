@@ -27,7 +27,6 @@ from .models import Model, resolve_model
 from .permissions import PermissionPolicy
 from .pricing import cost
 from .requests import ModelSettings
-from .telemetry.usage_tree import usage_dict
 from .tools.agent_tool import AgentTool
 from .tools.base import Tool, ToolLike, as_tool
 from .tools.builtin import builtin_tools
@@ -56,6 +55,8 @@ class AgentSummary:
 
     def to_dict(self) -> dict[str, JsonValue]:
         """The JSON form ``--json`` outputs use; ``cost`` is null when the price is unknown."""
+        from .telemetry.usage_tree import usage_dict  # the module renders with rich
+
         return {
             "id": self.id,
             "parent": self.parent,
