@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ._orchestration.budget import Budget, Limits, require_price
 from ._orchestration.loop import AgentRun, close_pending, run_loop
@@ -31,6 +31,9 @@ from .tools.agent_tool import AgentTool
 from .tools.base import Tool, ToolLike, as_tool
 from .tools.builtin import builtin_tools
 from .usage import Usage
+
+if TYPE_CHECKING:
+    from .telemetry.usage_tree import UsageNode
 
 DEFAULT_MODEL = "emulator:claude-sonnet-4-5"
 
@@ -86,6 +89,14 @@ class RunResult:
     def total_usage(self) -> Usage:
         """Usage summed over the whole tree."""
         return sum((a.usage for a in self.agents), Usage())
+
+    def usage_tree(self) -> UsageNode:
+        """Usage per agent, per child and per model, summed to the root; see docs/telemetry.md."""
+        from .telemetry.usage_tree import AgentUsage, build_usage_tree
+
+        return build_usage_tree(
+            AgentUsage(a.id, a.parent, a.kind, a.label, a.model, a.usage) for a in self.agents
+        )
 
 
 @dataclass

@@ -58,6 +58,7 @@ async def test_a_fork_family_reads_its_parents_cache_and_the_tree_adds_up(
             await session.send(PLAN)
             await session.send("Continue.")
             await session.fork(["review module A", "review module B", "review module C"])
+            result = session.result()
 
     seen = reports(events)
     assert [e.report.status for e in seen] == ["cold", "hit", "hit", "hit", "hit"]
@@ -74,6 +75,9 @@ async def test_a_fork_family_reads_its_parents_cache_and_the_tree_adds_up(
     assert root.total.requests == 5
     assert root.total.cache_read_tokens == sum(e.report.read_tokens for e in seen)
     assert root.cost_complete
+    facade = result.usage_tree()  # the same tree, from the run's result alone
+    assert [child.agent_id for child in facade.children] == [c.agent_id for c in root.children]
+    assert facade.total == root.total == result.total_usage
 
 
 def edit_model(run: AgentRun) -> None:
