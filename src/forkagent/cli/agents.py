@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..agents import AgentCatalog, AgentDefinition, LoadError, load_agents
+if TYPE_CHECKING:
+    from ..agents import AgentCatalog, AgentDefinition, LoadError
 
 
 def agents_command(
@@ -23,6 +24,8 @@ def agents_command(
 
     Exits with status 1 when a definition file failed to load.
     """
+    from ..agents import load_agents
+
     catalog = load_agents(project)
     if as_json:
         typer.echo(json.dumps(_as_json(catalog), indent=2))

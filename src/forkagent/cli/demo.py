@@ -7,7 +7,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -15,9 +15,9 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
-from ..demo import DEMO_MODEL, FAST_LATENCY, LIVE_LATENCY, DemoReport, run_demo
-from ..demo.brain import MAIN_PROMPT
-from .live import AgentBoard, watch
+if TYPE_CHECKING:
+    from ..demo import DemoReport
+    from .live import AgentBoard
 
 
 def demo_command(
@@ -33,6 +33,9 @@ def demo_command(
     ] = None,
 ) -> None:
     """Run a forking multi-agent session on the offline emulator and show what it cost."""
+    from ..demo import FAST_LATENCY, LIVE_LATENCY, run_demo
+    from .live import AgentBoard, watch
+
     board = AgentBoard()
     console = Console(stderr=as_json)
     if not as_json:
@@ -58,6 +61,9 @@ def demo_command(
 
 
 def _intro() -> Panel:
+    from ..demo import DEMO_MODEL
+    from ..demo.brain import MAIN_PROMPT
+
     return Panel(
         f"[bold]forkagent demo[/bold]: a real agent tree on the offline emulator "
         f"({DEMO_MODEL}, Anthropic's cache rules).\n"

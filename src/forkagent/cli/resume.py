@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from .._orchestration.registry import Registry
-from ..agent import Agent, RunResult, Session
-from ..errors import ForkagentError
+if TYPE_CHECKING:
+    from ..agent import RunResult, Session
 
 
 def resume_command(
@@ -20,6 +19,10 @@ def resume_command(
     ] = None,
 ) -> None:
     """Continue an agent from its transcript; its cached prefix is re-used as it was."""
+    from .._orchestration.registry import Registry
+    from ..agent import Agent, Session
+    from ..errors import ForkagentError
+
     console = Console()
     try:
         record = Registry().get(agent_id)

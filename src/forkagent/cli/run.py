@@ -6,16 +6,14 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, cast, get_args
+from typing import TYPE_CHECKING, Annotated, cast, get_args
 
 import typer
 from rich.console import Console
 
-from ..agent import Agent, RunResult
-from ..errors import ForkagentError
-from ..permissions import PermissionMode, PermissionPolicy
-from ..permissions.prompt import terminal_handler
-from .live import AgentBoard, watch
+if TYPE_CHECKING:
+    from ..agent import RunResult
+    from .live import AgentBoard
 
 
 def run_command(
@@ -35,6 +33,11 @@ def run_command(
 ) -> None:
     """Run an agent on PROMPT and show its tree of sub-agents as it works."""
     from .._orchestration.budget import Limits
+    from ..agent import Agent
+    from ..errors import ForkagentError
+    from ..permissions import PermissionMode, PermissionPolicy
+    from ..permissions.prompt import terminal_handler
+    from .live import AgentBoard, watch
 
     board = AgentBoard()
     if permission_mode not in get_args(PermissionMode):
