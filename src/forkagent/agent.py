@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -128,7 +128,8 @@ class Agent:
     child_limits: Limits = field(default_factory=Limits)
     tree_limits: Limits = field(default_factory=Limits)
     options: RuntimeOptions | None = None
-    """Full control over fork policy, fan-out, nesting and backgrounding."""
+    """Full control over fork policy, fan-out, nesting and backgrounding; it replaces
+    ``forking``, ``implicit_fork``, ``coordinator``, ``interactive`` and ``child_limits``."""
     request_timeout: float | None = 600.0
     listeners: Sequence[Callable[[Event], None]] = ()
     permissions: PermissionPolicy | None = None
@@ -142,6 +143,13 @@ class Agent:
     """The agent registry; None = the default SQLite file, False = none."""
 
     def __post_init__(self) -> None:
+        if self.options is not None and (dropped := _replaced_by_options(self)):
+            raise ConfigurationError(
+                f"Agent(options=...) replaces {', '.join(dropped)}, so setting them here too "
+                "would have no effect: put them in the RuntimeOptions instead "
+                "(child_limits=..., implicit_fork=..., and forking, coordinator, interactive "
+                "as gate=ForkGate(enabled, coordinator, interactive))"
+            )
         model = self.model.name if isinstance(self.model, Model) else self.model
         limits = (self.limits, self.tree_limits, self.runtime_options().child_limits)
         require_price(model, *limits)
@@ -250,6 +258,7 @@ class Session:
         self._resumes: set[asyncio.Task[None]] = set()
         self._status: AgentStatus = "completed"
         self._error: str | None = None
+        self._finished = False
 
     @classmethod
     def resume(cls, agent: Agent, transcript: Transcript | Path | str) -> Session:
@@ -309,9 +318,12 @@ class Session:
             self._status, self._error = "timed_out", "the main agent ran out of time"
         finally:
             close_pending(self.root)
-            self.runtime.emit(
-                AgentFinished(self.root.id, self._status, self.root.output, self._error)
-            )
+            self._finish()
+
+    def _finish(self) -> None:
+        """Report how the main agent ended (its transcript and registry row record it)."""
+        self._finished = True
+        self.runtime.emit(AgentFinished(self.root.id, self._status, self.root.output, self._error))
 
     async def _poll_stop_requests(self, interval: float = 0.5) -> None:
         """Honour ``forkagent stop ID`` from other processes."""
@@ -374,6 +386,10 @@ class Session:
         if self._stop_poller is not None:
             self._stop_poller.cancel()
             await asyncio.gather(self._stop_poller, return_exceptions=True)
+        if not self._finished:
+            # No turn ran (nothing sent, or a resumed agent whose turn had ended): say so,
+            # or its registry row would stay "running" and later read as lost.
+            self._finish()
         await asyncio.to_thread(self.recorder.close)  # waits for the queued registry writes
         await self.runtime.close_models()
 
@@ -415,6 +431,21 @@ class Session:
         async with self._lock:
             if self.root.inbox:
                 await self._turns(drive=False)
+
+
+_OPTIONS_FIELDS = frozenset({"forking", "implicit_fork", "coordinator", "interactive", "child_limits"})
+"""Agent fields that ``runtime_options()`` folds into ``RuntimeOptions``; ``options`` replaces them."""
+
+
+def _replaced_by_options(agent: Agent) -> list[str]:
+    """The fields in ``_OPTIONS_FIELDS`` set to something other than their default."""
+    return [
+        f.name
+        for f in fields(agent)
+        if f.name in _OPTIONS_FIELDS
+        and getattr(agent, f.name)
+        != (f.default_factory() if callable(f.default_factory) else f.default)
+    ]
 
 
 def _session_hooks(agent: Agent, cwd: Path) -> Hooks | None:
