@@ -91,7 +91,8 @@ def _show(report: DemoReport, board: AgentBoard, console: Console, *, kept: bool
     if fork is not None:
         console.print(
             f"Transcripts are kept: [bold]forkagent explain {fork.id}[/bold] shows how each "
-            "of that fork's requests used the cache, [bold]forkagent logs[/bold] its history."
+            f"of that fork's requests used the cache, [bold]forkagent logs {fork.id}[/bold] "
+            "its whole history."
         )
 
 

@@ -21,7 +21,12 @@ def run_command(
     model: Annotated[
         str, typer.Option(help="provider:model, e.g. emulator:claude-sonnet-4-5 or test:echo.")
     ] = "emulator:claude-sonnet-4-5",
-    cwd: Annotated[Path, typer.Option(help="Working directory for the agent's tools.")] = Path(),
+    cwd: Annotated[
+        Path,
+        typer.Option(
+            help="Working directory for the agent's tools.", exists=True, file_okay=False
+        ),
+    ] = Path(),
     max_turns: Annotated[int | None, typer.Option(help="Turn limit for the main agent.")] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object at the end.")
