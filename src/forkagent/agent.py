@@ -433,8 +433,10 @@ class Session:
                 await self._turns(drive=False)
 
 
-_OPTIONS_FIELDS = frozenset({"forking", "implicit_fork", "coordinator", "interactive", "child_limits"})
-"""Agent fields that ``runtime_options()`` folds into ``RuntimeOptions``; ``options`` replaces them."""
+_OPTIONS_FIELDS = frozenset(
+    {"forking", "implicit_fork", "coordinator", "interactive", "child_limits"}
+)
+"""Fields that ``runtime_options()`` folds into ``RuntimeOptions``; ``options`` replaces them."""
 
 
 def _replaced_by_options(agent: Agent) -> list[str]:

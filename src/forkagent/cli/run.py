@@ -23,9 +23,7 @@ def run_command(
     ] = "emulator:claude-sonnet-4-5",
     cwd: Annotated[
         Path,
-        typer.Option(
-            help="Working directory for the agent's tools.", exists=True, file_okay=False
-        ),
+        typer.Option(help="Working directory for the agent's tools.", exists=True, file_okay=False),
     ] = Path(),
     max_turns: Annotated[int | None, typer.Option(help="Turn limit for the main agent.")] = None,
     as_json: Annotated[
