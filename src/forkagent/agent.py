@@ -95,7 +95,9 @@ class RunResult:
         from .telemetry.usage_tree import AgentUsage, build_usage_tree
 
         return build_usage_tree(
-            AgentUsage(a.id, a.parent, a.kind, a.label, a.model, a.usage) for a in self.agents
+            # By the model's name, as its requests named it: what ``UsageRecorder`` keys on.
+            AgentUsage(a.id, a.parent, a.kind, a.label, a.model.partition(":")[2], a.usage)
+            for a in self.agents
         )
 
 
