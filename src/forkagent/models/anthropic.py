@@ -394,6 +394,9 @@ class AnthropicModel(AdapterModel[Transport]):
                 self._remember(request, event.response)
             yield event
 
+    def can_prewarm(self, request: ModelRequest) -> bool:
+        return can_prewarm(request)
+
     async def prewarm(self, request: ModelRequest) -> Usage | None:
         """Write the cache up to the last block without generating (None where the API refuses)."""
         if not can_prewarm(request):

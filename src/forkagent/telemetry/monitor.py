@@ -51,6 +51,7 @@ class _Sent:
     answered_at: float | None = None
     sizes: list[int] | None = None
     """The canonical size of each block, once explained."""
+    prewarm: bool = False
 
 
 @dataclass(slots=True)
@@ -104,7 +105,9 @@ class CacheMonitor:
             self._started(event)
         elif isinstance(event, RequestSent):
             agent = self._agent(event.agent_id)
-            agent.pending = _Sent(event.request, self._clock(), next(self._order))
+            agent.pending = _Sent(
+                event.request, self._clock(), next(self._order), prewarm=event.prewarm
+            )
             agent.first = agent.first or agent.pending
         elif isinstance(event, ResponseReceived):
             self._answered(event)
@@ -175,7 +178,8 @@ class CacheMonitor:
     def _source(self, agent: _Agent, sent: _Sent) -> _Source | None:
         """The request whose cache entry ``sent`` should have read."""
         if agent.last is not None:
-            return _Source(agent.last, agent.last.request, "the agent's previous request")
+            previous = "pre-warm" if agent.last.prewarm else "previous"
+            return _Source(agent.last, agent.last.request, f"the agent's {previous} request")
         if agent.kind != "fork":
             return None
         leader = self._leader(agent, sent)
