@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import ValuesView
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from forkagent import Agent, RuntimeOptions
+from forkagent._orchestration import runtime as runtime_module
+from forkagent._orchestration.fork import cache_key_hash
+from forkagent._orchestration.tasks import AgentTask
 from forkagent._orchestration.transcript import read_transcript, transcript_path
 from forkagent.emulator import Emulator, Latency
 from forkagent.emulator.timing import NO_LATENCY
@@ -123,3 +127,54 @@ async def test_when_the_model_refuses_to_prewarm_the_siblings_wait_for_the_first
     # the siblings read the first child's shared prefix and write only their own directive
     writes = sorted(task.run.usage.cache_write_tokens for task in tasks)
     assert writes[1] < 20 < writes[2]
+
+
+# -- many forks: work in proportion to the family, not the tree --------------------------------
+
+
+async def test_a_familys_cache_key_hash_is_computed_once_and_shared_by_its_children(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hashed: list[ModelRequest] = []
+
+    def counting(request: ModelRequest) -> str:
+        hashed.append(request)
+        return cache_key_hash(request)
+
+    monkeypatch.setattr(runtime_module, "cache_key_hash", counting)
+    events = Events()
+    agent = make_agent(FunctionModel(lambda r: "done"), tmp_path, listeners=[events])
+    async with agent.session() as session:
+        await session.send("plan")
+        await session.fork([f"part {n}" for n in range(8)])
+        await session.send("plan again")
+        await session.fork(["part 9", "part 10"])
+
+    keys = [e.details["cache_key_hash"] for e in events.started if e.kind == "fork"]
+    assert len(keys) == 10
+    assert len(set(keys)) == 1  # the same tools, system and settings throughout
+    assert len(hashed) == 2  # once per family
+
+
+async def test_ending_a_child_does_not_walk_every_task_of_the_tree(tmp_path: Path) -> None:
+    async def scans_for(forks: int) -> int:
+        agent = make_agent(FunctionModel(lambda r: "done"), tmp_path)
+        async with agent.session() as session:
+            tasks = _CountingTasks()
+            session.runtime.tasks = tasks
+            await session.send("plan")
+            children = await session.fork([f"part {n}" for n in range(forks)], background=True)
+            await asyncio.gather(*(child.wait() for child in children))
+        return tasks.scans
+
+    assert await scans_for(30) == await scans_for(3)
+
+
+class _CountingTasks(dict[str, AgentTask]):
+    """The runtime's task table, counting the walks over all of it."""
+
+    scans = 0
+
+    def values(self) -> ValuesView[AgentTask]:  # type: ignore[override]
+        self.scans += 1
+        return super().values()
