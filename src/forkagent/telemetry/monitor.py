@@ -18,7 +18,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..events import (
@@ -55,6 +55,15 @@ class _Sent:
 
 
 @dataclass(slots=True)
+class _Family:
+    """Forks started from the same parent state."""
+
+    leader: tuple[str, _Sent] | None = None
+    """The sibling whose first request went out first, and that request: it writes the
+    entry the others read."""
+
+
+@dataclass(slots=True)
 class _Agent:
     kind: AgentKind
     parent_id: str | None
@@ -64,8 +73,8 @@ class _Agent:
     last: _Sent | None = None
     """The last answered request."""
     pending: _Sent | None = None
-    family: list[str] = field(default_factory=list)
-    """For a fork: the agents forked from the same parent state, in start order."""
+    family: _Family | None = None
+    """For a fork: the agents forked from the same parent state."""
 
 
 class _Source(NamedTuple):
@@ -96,7 +105,7 @@ class CacheMonitor:
         self._on_report = on_report
         self._clock = clock
         self._agents: dict[str, _Agent] = {}
-        self._families: dict[tuple[str | None, _Sent | None], list[str]] = {}
+        self._families: dict[tuple[str | None, _Sent | None], _Family] = {}
         self._explained: list[CacheReported] = []
         self._order = itertools.count()
 
@@ -108,7 +117,10 @@ class CacheMonitor:
             agent.pending = _Sent(
                 event.request, self._clock(), next(self._order), prewarm=event.prewarm
             )
-            agent.first = agent.first or agent.pending
+            if agent.first is None:
+                agent.first = agent.pending
+                if agent.family is not None and agent.family.leader is None:
+                    agent.family.leader = (event.agent_id, agent.first)
         elif isinstance(event, ResponseReceived):
             self._answered(event)
 
@@ -134,8 +146,7 @@ class CacheMonitor:
             return
         parent = self._agents.get(event.parent_id or "")
         agent.base = parent.last if parent else None
-        agent.family = self._families.setdefault((event.parent_id, agent.base), [])
-        agent.family.append(event.agent_id)
+        agent.family = self._families.setdefault((event.parent_id, agent.base), _Family())
 
     def _answered(self, event: ResponseReceived) -> None:
         agent = self._agent(event.agent_id)
@@ -192,15 +203,11 @@ class CacheMonitor:
         return None
 
     def _leader(self, agent: _Agent, sent: _Sent) -> _Source | None:
-        """The sibling whose first request went out first: it writes the shared entry."""
-        earlier = [
-            (first.order, sibling, first)
-            for sibling in agent.family
-            if (first := self._agents[sibling].first) is not None and first.order < sent.order
-        ]
-        if not earlier:
+        """The sibling whose first request went out first, if before ``sent``."""
+        leader = agent.family.leader if agent.family is not None else None
+        if leader is None or leader[1].order >= sent.order:
             return None
-        _, sibling, first = min(earlier, key=lambda candidate: candidate[0])
+        sibling, first = leader
         return _Source(first, shared_part(first.request), f"fork {sibling}'s shared prefix")
 
     def _check_break(self, agent_id: str, usage: Usage, report: CacheReport) -> None:
