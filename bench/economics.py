@@ -38,7 +38,7 @@ from ._agents import offline_agent
 
 CHILDREN = (1, 2, 4, 8, 16)
 PREFIXES = (5_000, 20_000, 50_000, 200_000)
-QUICK_CHILDREN = (2, 4)
+QUICK_CHILDREN = (2, 16)
 QUICK_PREFIXES = (5_000,)
 FANOUTS: dict[str, FanoutMode] = {
     "forks_all_at_once": "off",
