@@ -13,6 +13,8 @@
   10 named agents under each) all waiting on a response; the time from
   ``session.aclose()`` until every task has ended.
 
+Garbage is collected before each timed phase, so that none pays for what ran before it.
+
     python -m bench.overhead [--quick]       (from the checkout's root)
 """
 
@@ -206,6 +208,7 @@ async def cancel_latency(cwd: Path, branches: int, leaves: int) -> tuple[int, fl
     except BaseException:
         await session.aclose()
         raise
+    gc.collect()
     started = time.perf_counter()
     await session.aclose()
     milliseconds = (time.perf_counter() - started) * 1000
