@@ -40,7 +40,7 @@ def message_breakpoints(
     never something different.
     """
     wanted: list[Position] = []
-    previous = previous_request_end(request)
+    previous = _previous_request_end(request)
     if previous is not None:
         wanted.append(previous)
     end = request.shared_prefix_end
@@ -54,7 +54,7 @@ def message_breakpoints(
     return frozenset(found)
 
 
-def previous_request_end(request: ModelRequest) -> Position | None:
+def _previous_request_end(request: ModelRequest) -> Position | None:
     """Where the agent's previous request ended: the last block before the last assistant message.
 
     A next turn, or a fork child's first request, is the previous request (the
