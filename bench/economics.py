@@ -12,9 +12,7 @@ answer. The run is repeated per fan-out mode and priced by
 - ``forks_with_warmup``: ``fanout="auto"``, the first child goes alone and the
   others leave once its response has begun;
 - ``forks_with_prewarm``: ``fanout="prewarm"``, a ``max_tokens: 0`` request
-  writes the prefix first. The recorder cannot see that request (the runtime
-  emits no event for it), so this row is the emulator's own bill of every
-  request it served;
+  writes the first child's prompt first (billed to that child);
 - ``fresh`` and ``lower_bound``: the warm-up run's ``Comparison``.
 
 ``ratio_to_bound`` divides each by the lower bound.
@@ -34,14 +32,13 @@ from pathlib import Path
 from forkagent import RuntimeOptions
 from forkagent._orchestration.fanout import FanoutMode
 from forkagent.emulator import EmulatedRequest, Emulator, Policy, Reply, ToolCall, tokens
-from forkagent.pricing import price_for
 from forkagent.telemetry import Comparison, EconomicsRecorder
 
-from ._agents import MODEL, offline_agent
+from ._agents import offline_agent
 
 CHILDREN = (1, 2, 4, 8, 16)
 PREFIXES = (5_000, 20_000, 50_000, 200_000)
-QUICK_CHILDREN = (2, 4)
+QUICK_CHILDREN = (2, 16)
 QUICK_PREFIXES = (5_000,)
 FANOUTS: dict[str, FanoutMode] = {
     "forks_all_at_once": "off",
@@ -60,15 +57,6 @@ class Row:
     strategy: str
     billed: float
     ratio_to_bound: float
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """One fan-out mode's run: the recorder's comparison and the emulator's own bill."""
-
-    comparison: Comparison
-    served: float
-    """Every request the emulator served, in input-token equivalents (pre-warms included)."""
 
 
 def _module(tokens_wanted: int) -> str:
@@ -117,7 +105,7 @@ async def _overhead_tokens(cwd: Path) -> int:
     return usage.prompt_tokens - tokens.count("x")
 
 
-async def _run(history: str, children: int, fanout: FanoutMode, cwd: Path) -> Run:
+async def _run(history: str, children: int, fanout: FanoutMode, cwd: Path) -> Comparison:
     emulator = Emulator(policy=_policy(children))
     recorder = EconomicsRecorder()
     agent = offline_agent(emulator, cwd, RuntimeOptions(fanout=fanout), recorder)
@@ -125,20 +113,15 @@ async def _run(history: str, children: int, fanout: FanoutMode, cwd: Path) -> Ru
         result = await session.send(history)
     if result.status != "completed" or len(result.agents) != children + 1:
         raise RuntimeError(f"the {fanout} run ended {result.status}: {result.error}")
-    price = price_for(MODEL)
-    assert price is not None
-    served = sum(price.input_equivalents(e.usage) for e in emulator.log if e.usage is not None)
-    return Run(recorder.comparison(), served)
+    return recorder.comparison()
 
 
 async def _case(history: str, children: int, prefix: int, cwd: Path) -> list[Row]:
     runs = {name: await _run(history, children, fanout, cwd) for name, fanout in FANOUTS.items()}
-    warm = runs["forks_with_warmup"].comparison
+    warm = runs["forks_with_warmup"]
     billed = {
         "fresh": warm.fresh_subagents,
-        "forks_all_at_once": runs["forks_all_at_once"].comparison.this_run,
-        "forks_with_warmup": warm.this_run,
-        "forks_with_prewarm": runs["forks_with_prewarm"].served,
+        **{name: run.this_run for name, run in runs.items()},
         "lower_bound": warm.lower_bound,
     }
     return [

@@ -34,14 +34,24 @@ class RequestSent:
     agent_id: str
     turn: int
     request: ModelRequest
+    prewarm: bool = False
+    """A ``max_tokens: 0`` request that writes ``request``'s cache before the turn's own request."""
 
 
 @dataclass(frozen=True, slots=True)
 class ResponseReceived:
+    """A response and its usage; ``turn`` counts the agent's turns so far.
+
+    A pre-warm (``prewarm``) is billed like any response and is counted in the
+    agent's usage, but it is not a turn: its ``turn`` is that of the request it
+    warmed, its message is empty and its stop reason ``max_tokens``.
+    """
+
     agent_id: str
     turn: int
     response: ModelResponse
     seconds: float
+    prewarm: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,9 +60,12 @@ def test_wire_request_matches_golden() -> None:
     assert_golden("anthropic_request", render_request(request, previous_message_id="msg_prev"))
 
 
-def test_breakpoints_after_system_at_shared_prefix_end_and_on_last_block() -> None:
+def test_breakpoints_after_system_at_previous_request_end_shared_prefix_end_and_last_block() -> (
+    None
+):
     body = render_request(rich_request(MODEL))
-    assert _marked(body) == ["system[1]", "messages[2][1]", "messages[4][0]"]
+    # messages[2][2] ends the previous request (the last block before the last assistant message)
+    assert _marked(body) == ["system[1]", "messages[2][1]", "messages[2][2]", "messages[4][0]"]
     assert body["system"][1]["cache_control"] == {"type": "ephemeral"}
 
 

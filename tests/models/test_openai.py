@@ -91,8 +91,9 @@ def test_dashscope_markers_sit_where_anthropic_puts_its_breakpoints() -> None:
         for j, part in enumerate(m["content"])
         if "cache_control" in part
     ]
-    # system's last part, the second tool result (end of the shared prefix), the last user text
-    assert marked == [(0, 1), (4, 0), (7, 0)]
+    # system's last part, the second tool result (end of the shared prefix), the user text that
+    # ended the previous request, the last user text
+    assert marked == [(0, 1), (4, 0), (5, 1), (7, 0)]
     assert all(isinstance(m["content"], list) for m in messages if m["content"] is not None)
 
 
@@ -109,7 +110,7 @@ def _breakpoints(body: dict[str, Any]) -> list[tuple[int, int]]:
 def test_newer_openai_models_get_explicit_breakpoints_where_dashscope_gets_markers() -> None:
     body = render_request(rich_request("gpt-5.6"), OPENAI)
     assert body["prompt_cache_options"] == {"mode": "explicit"}
-    assert _breakpoints(body) == [(0, 1), (4, 0), (7, 0)]
+    assert _breakpoints(body) == [(0, 1), (4, 0), (5, 1), (7, 0)]
     assert all(isinstance(m["content"], list) for m in body["messages"] if m["content"] is not None)
     older = render_request(rich_request("gpt-4.1"), OPENAI)
     assert "prompt_cache_options" not in older
@@ -361,7 +362,8 @@ async def test_fork_siblings_read_the_prefix_their_first_member_wrote_at_its_bre
         assert sibling.usage.cache_read_tokens > 7000
         assert 0 < sibling.usage.cache_write_5m_tokens < 20
     assert bodies[0]["prompt_cache_options"] == {"mode": "explicit"}
-    assert _breakpoints(bodies[0]) == [(0, 0), (2, 0), (3, 0)]
+    # system, the parent's prompt (its previous request's end), the shared prefix end, the last part
+    assert _breakpoints(bodies[0]) == [(0, 0), (1, 0), (2, 0), (3, 0)]
 
 
 async def test_429_is_retried_after_retry_after(

@@ -1,15 +1,31 @@
-"""RequestSent marks when a request really leaves, so held-back siblings are not 'launched early'."""
+"""Fan-out: RequestSent marks when a request really leaves; a pre-warm is a request like any other."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import ValuesView
 from pathlib import Path
+from typing import Any
 
-from forkagent import Agent
-from forkagent.events import Event, RequestSent
+import pytest
+
+from forkagent import Agent, RuntimeOptions
+from forkagent._orchestration import runtime as runtime_module
+from forkagent._orchestration.fork import cache_key_hash
+from forkagent._orchestration.tasks import AgentTask
+from forkagent._orchestration.transcript import read_transcript, transcript_path
+from forkagent.emulator import Emulator, Latency
+from forkagent.emulator.timing import NO_LATENCY
+from forkagent.events import Event, RequestSent, ResponseReceived
 from forkagent.models.base import ModelProfile
+from forkagent.models.emulator import EmulatorModel
 from forkagent.models.function import FunctionModel
-from forkagent.requests import ModelRequest
+from forkagent.pricing import price_for
+from forkagent.requests import ModelRequest, ModelSettings, ThinkingConfig
+from forkagent.telemetry import EconomicsRecorder, Listener, UsageRecorder
+from forkagent.usage import Usage
+
+from ._support import Events, make_agent
 
 
 async def test_siblings_are_sent_only_after_the_first_child_answered(tmp_path: Path) -> None:
@@ -36,3 +52,129 @@ async def test_siblings_are_sent_only_after_the_first_child_answered(tmp_path: P
     # The first child goes alone; its siblings leave only once it has answered.
     assert timeline[:2] == ["sent", "answered"]
     assert timeline.count("sent") == 3
+
+
+# -- pre-warm ---------------------------------------------------------------------------------
+
+CLAUDE = "claude-sonnet-4-6"
+CONTEXT = "The module under review keeps its totals in integer cents. " * 300
+"""About 3,600 tokens: above the model's 2,048-token cacheable minimum."""
+
+
+def _prewarm_agent(emulator: Emulator, cwd: Path, *listeners: Listener, **options: Any) -> Agent:
+    return make_agent(
+        EmulatorModel(CLAUDE, emulator),
+        cwd,
+        options=RuntimeOptions(fanout="prewarm"),
+        listeners=listeners,
+        registry=False,
+        **options,
+    )
+
+
+async def test_a_prewarm_is_billed_to_the_first_child_and_seen_by_every_listener(
+    tmp_path: Path,
+) -> None:
+    emulator = Emulator(latency=NO_LATENCY)
+    events, usage, economics = Events(), UsageRecorder(), EconomicsRecorder()
+    async with _prewarm_agent(emulator, tmp_path, events, usage, economics).session() as session:
+        await session.send(CONTEXT)
+        await session.fork(["check a", "check b", "check c"])
+        runtime, root_id = session.runtime, session.root.id
+
+    served = sum((e.usage for e in emulator.log if e.usage is not None), Usage())
+    assert served.requests == 5  # the parent, the pre-warm and three children
+    [prewarm] = [e for e in events.of(ResponseReceived) if e.prewarm]
+    [sent] = [e for e in events.of(RequestSent) if e.prewarm]
+    leader = runtime.runs[prewarm.agent_id]
+    assert leader.is_fork
+    assert sent.agent_id == leader.id
+    assert prewarm.response.usage.cache_write_tokens > 0
+    # The leader's usage, every agent's together, the usage tree, the budget and the
+    # economics all count what the emulator served, pre-warm included.
+    assert leader.usage.requests == 2
+    assert sum((run.usage for run in runtime.runs.values()), Usage()) == served
+    assert usage.tree().total == served
+    assert runtime.tree_budget.tokens == served.total_tokens
+    assert runtime.tree_budget.turns == 4  # a pre-warm is not a turn
+    price = price_for(CLAUDE)
+    assert price is not None
+    assert economics.comparison().this_run == pytest.approx(price.input_equivalents(served))
+    transcript = read_transcript(transcript_path(root_id, leader.id))
+    assert transcript.usage == leader.usage
+    # The leader's own request is then compared with its pre-warm, which wrote that prompt.
+    warmed, own = [r.report for r in runtime.cache_monitor.reports(leader.id)]
+    assert warmed.compared_with == f"parent {root_id}'s last request"
+    assert own.status == "hit"
+    assert own.compared_with == "the agent's pre-warm request"
+
+
+async def test_when_the_model_refuses_to_prewarm_the_siblings_wait_for_the_first_response(
+    tmp_path: Path,
+) -> None:
+    emulator = Emulator(latency=Latency(ttft=0.02, tokens_per_second=1e6))
+    events = Events()
+    thinking = ModelSettings(thinking=ThinkingConfig(type="enabled", budget_tokens=1024))
+    agent = _prewarm_agent(emulator, tmp_path, events, settings=thinking, skip_transcript=True)
+    async with agent.session() as session:
+        await session.send(CONTEXT)
+        tasks = await session.fork(["check a", "check b", "check c"])
+
+    assert not [e for e in events.of(RequestSent) if e.prewarm]  # the API refuses it with thinking
+    assert [task.status for task in tasks] == ["completed"] * 3
+    reasons = [b.reason for entry in emulator.log for b in entry.breakpoints]
+    assert "not_yet_visible" not in reasons
+    # the siblings read the first child's shared prefix and write only their own directive
+    writes = sorted(task.run.usage.cache_write_tokens for task in tasks)
+    assert writes[1] < 20 < writes[2]
+
+
+# -- many forks: work in proportion to the family, not the tree --------------------------------
+
+
+async def test_a_familys_cache_key_hash_is_computed_once_and_shared_by_its_children(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hashed: list[ModelRequest] = []
+
+    def counting(request: ModelRequest) -> str:
+        hashed.append(request)
+        return cache_key_hash(request)
+
+    monkeypatch.setattr(runtime_module, "cache_key_hash", counting)
+    events = Events()
+    agent = make_agent(FunctionModel(lambda r: "done"), tmp_path, listeners=[events])
+    async with agent.session() as session:
+        await session.send("plan")
+        await session.fork([f"part {n}" for n in range(8)])
+        await session.send("plan again")
+        await session.fork(["part 9", "part 10"])
+
+    keys = [e.details["cache_key_hash"] for e in events.started if e.kind == "fork"]
+    assert len(keys) == 10
+    assert len(set(keys)) == 1  # the same tools, system and settings throughout
+    assert len(hashed) == 2  # once per family
+
+
+async def test_ending_a_child_does_not_walk_every_task_of_the_tree(tmp_path: Path) -> None:
+    async def scans_for(forks: int) -> int:
+        agent = make_agent(FunctionModel(lambda r: "done"), tmp_path)
+        async with agent.session() as session:
+            tasks = _CountingTasks()
+            session.runtime.tasks = tasks
+            await session.send("plan")
+            children = await session.fork([f"part {n}" for n in range(forks)], background=True)
+            await asyncio.gather(*(child.wait() for child in children))
+        return tasks.scans
+
+    assert await scans_for(30) == await scans_for(3)
+
+
+class _CountingTasks(dict[str, AgentTask]):
+    """The runtime's task table, counting the walks over all of it."""
+
+    scans = 0
+
+    def values(self) -> ValuesView[AgentTask]:  # type: ignore[override]
+        self.scans += 1
+        return super().values()

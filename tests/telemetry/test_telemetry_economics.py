@@ -84,6 +84,32 @@ def test_a_family_is_priced_as_billed_as_fresh_agents_and_at_the_bound() -> None
     assert result.unpriced_models == ()
 
 
+def test_a_prewarm_is_billed_in_this_run_only_as_part_of_its_forks_first_turn() -> None:
+    child = fork_request(SONNET, 3_000)
+    warmed = ModelResponse(
+        message=assistant(),
+        stop_reason="max_tokens",
+        usage=Usage(cache_read_tokens=8_000, cache_write_5m_tokens=4_000),
+        model=SONNET,
+    )
+    recorder = replay(
+        [
+            *turn("main", 1, plain_request(SONNET), Usage(cache_write_5m_tokens=8_000)),
+            fork("fork-a"),
+            RequestSent("fork-a", 0, child, prewarm=True),
+            ResponseReceived("fork-a", 1, warmed, 0.1, prewarm=True),
+            *turn("fork-a", 1, child, Usage(cache_read_tokens=12_000)),
+        ]
+    )
+
+    result = recorder.comparison()
+    # main 10,000; the pre-warm 800 + 5,000; fork-a's turn reads all 12,000
+    assert result.this_run == pytest.approx(10_000 + 5_800 + 1_200)
+    assert result.forks == 1
+    assert result.fresh_subagents == pytest.approx(10_000 + 12_000)
+    assert result.lower_bound == pytest.approx(10_000 + 900 + 3_000 + 1.15 * 1_000)
+
+
 def test_forks_after_another_parent_response_are_a_new_family_against_the_new_cache() -> None:
     child = fork_request(SONNET, 3_000)
     recorder = replay(

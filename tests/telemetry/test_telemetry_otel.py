@@ -178,6 +178,27 @@ def test_a_call_cut_short_by_its_agent_ends_as_an_error(telemetry: Telemetry) ->
     assert cut.attributes["error.type"] == "incomplete"
 
 
+def test_a_prewarm_is_a_chat_span_of_its_own_with_no_output_asked() -> None:
+    telemetry = Telemetry()
+    warmed = RESPONSE.model_copy(update={"message": assistant(), "stop_reason": "max_tokens"})
+    telemetry.feed(
+        AgentStarted("fork-1", "main", "fork", "schema", False, FORK_DETAILS),
+        RequestSent("fork-1", 0, REQUEST, prewarm=True),
+        ResponseReceived("fork-1", 1, warmed, 0.5, prewarm=True),
+        RequestSent("fork-1", 0, REQUEST),
+        ResponseReceived("fork-1", 1, RESPONSE, 1.5),
+    )
+
+    prewarm, turn = [s.attributes for s in telemetry.spans.get_finished_spans()]
+    assert prewarm is not None
+    assert turn is not None
+    assert prewarm["gen_ai.request.max_tokens"] == 0
+    assert prewarm["forkagent.prewarm"] is True
+    assert prewarm["gen_ai.usage.cache_creation.input_tokens"] == 700
+    assert turn["gen_ai.request.max_tokens"] == 1024
+    assert "forkagent.prewarm" not in turn
+
+
 def test_a_tool_call_is_an_execute_tool_span(telemetry: Telemetry) -> None:
     tool = telemetry.span("execute_tool Read")
 

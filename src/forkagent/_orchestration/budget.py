@@ -48,12 +48,13 @@ class Budget:
             budget = budget.parent
         return found
 
-    def charge(self, usage: Usage, cost: float | None) -> None:
+    def charge(self, usage: Usage, cost: float | None, *, turn: bool = True) -> None:
+        """Add one response here and to every ancestor; a pre-warm (``turn=False``) is no turn."""
         budget: Budget | None = self
         while budget is not None:
             budget.tokens += usage.total_tokens
             budget.cost += cost or 0.0
-            budget.turns += 1
+            budget.turns += turn
             budget = budget.parent
 
     def check(self, agent_turns: int) -> None:

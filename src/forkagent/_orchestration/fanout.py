@@ -9,7 +9,7 @@ its signal. Anthropic can instead pre-warm with ``max_tokens: 0``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -47,29 +47,35 @@ class ForkFamily:
         self.released.set()
 
 
+Prewarm = Callable[[ModelRequest], Awaitable[bool]]
+"""Pre-warms a request's cache (``max_tokens: 0``); False when the model would not send one."""
+
+
 async def send_in_family(
     family: ForkFamily,
     agent_id: str,
     model: Model,
     request: ModelRequest,
     *,
-    prewarm: bool,
+    prewarm: Prewarm | None,
     on_send: Callable[[], None],
 ) -> ModelResponse:
     """A child's first request, ordered so that its siblings can read the cache.
 
-    ``on_send`` is called when the request actually leaves, after any wait.
+    ``on_send`` is called when the request actually leaves, after any wait or
+    pre-warm. A leader whose pre-warm the model refuses falls back to the
+    provider's warm-up rule.
     """
     if not family.lead_or_wait(agent_id):
         await family.wait()
         on_send()
         return await model.request(request)
-    on_send()
     try:
-        if prewarm and model.profile.supports_prewarm:
-            await model.prewarm(request)
+        if prewarm is not None and await prewarm(request):
             family.release()
+            on_send()
             return await model.request(request)
+        on_send()
         if family.warmup == "first_response_starts":
             return await _stream_releasing(family, model, request)
         return await model.request(request)

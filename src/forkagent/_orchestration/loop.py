@@ -10,6 +10,7 @@ which every tool call has a result.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -204,10 +205,14 @@ async def _request(run: AgentRun) -> ModelResponse:
     run.last_request = request
     run.last_usage = response.usage
     run.turns += 1
-    run.usage = run.usage + response.usage
-    run.budget.charge(response.usage, cost(run.model.name, response.usage))
+    _charge(run, response.usage, turn=True)
     run.emit(ResponseReceived(run.id, run.turns, response, time.monotonic() - started))
     return response
+
+
+def _charge(run: AgentRun, usage: Usage, *, turn: bool) -> None:
+    run.usage = run.usage + usage
+    run.budget.charge(usage, cost(run.model.name, usage), turn=turn)
 
 
 async def _send(run: AgentRun, request: ModelRequest) -> ModelResponse:
@@ -219,9 +224,33 @@ async def _send(run: AgentRun, request: ModelRequest) -> ModelResponse:
     if family is None:
         sent()
         return await run.model.request(request)
+    prewarm = functools.partial(_prewarm, run) if run.prewarm else None
     return await send_in_family(
-        family, run.id, run.model, request, prewarm=run.prewarm, on_send=sent
+        family, run.id, run.model, request, prewarm=prewarm, on_send=sent
     )
+
+
+async def _prewarm(run: AgentRun, request: ModelRequest) -> bool:
+    """Write ``request``'s cache with ``max_tokens: 0``: billed to this agent, not a turn.
+
+    Its events are a ``RequestSent`` and a ``ResponseReceived`` flagged ``prewarm``, so
+    every listener that adds up usage counts it.
+    """
+    if not run.model.can_prewarm(request):
+        return False
+    run.emit(RequestSent(run.id, run.turns, request, prewarm=True))
+    started = time.monotonic()
+    usage = await run.model.prewarm(request) or Usage()
+    _charge(run, usage, turn=False)
+    response = ModelResponse(
+        message=AssistantMessage(content=()),
+        stop_reason="max_tokens",
+        usage=usage,
+        model=request.model,
+    )
+    seconds = time.monotonic() - started
+    run.emit(ResponseReceived(run.id, run.turns + 1, response, seconds, prewarm=True))
+    return True
 
 
 def _deliver_inbox(run: AgentRun) -> None:

@@ -19,6 +19,7 @@ from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentS
 from ..hooks import HookEvent
 from ..messages import JsonValue, TextBlock
 from ..models.base import Model
+from ..requests import ModelRequest
 from ..telemetry.monitor import CacheMonitor
 from .budget import Budget, Limits, require_price
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
@@ -96,6 +97,10 @@ class Runtime:
     on_notification: Callable[[AgentRun], None] | None = None
     """Called when a notification lands in the main agent's inbox."""
     _families: dict[tuple[str, int], ForkFamily] = field(default_factory=dict)
+    _children: dict[str | None, list[AgentTask]] = field(default_factory=dict)
+    """Tasks by parent id, the finished ones dropped as ``open_children`` meets them."""
+    _cache_keys: dict[str, tuple[ModelRequest | None, str]] = field(default_factory=dict)
+    """Per parent: the snapshot its forks were last started from, and its ``cache_key_hash``."""
     _signals: dict[str, asyncio.Event] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     cache_monitor: CacheMonitor = field(init=False)
@@ -128,7 +133,12 @@ class Runtime:
             raise AgentSpawnError(f"no agent task with id {task_id!r}") from None
 
     def open_children(self, run: AgentRun) -> list[AgentTask]:
-        return [t for t in self.tasks.values() if t.run.parent_id == run.id and not t.done]
+        """``run``'s children still running, found without walking the whole tree."""
+        children = self._children.get(run.id)
+        if children is None:
+            return []
+        children[:] = [t for t in children if not t.done]
+        return list(children)
 
     # -- the Agent tool ------------------------------------------------------
 
@@ -304,8 +314,13 @@ class Runtime:
 
     def fork_details(self, child: AgentRun, parent: AgentRun) -> dict[str, JsonValue]:
         snapshot = parent.last_request
+        known = self._cache_keys.get(parent.id)
+        if known is None or known[0] is not snapshot:
+            # Once per family: siblings share the snapshot, and so the hash.
+            known = (snapshot, cache_key_hash(snapshot or child.build_request()))
+            self._cache_keys[parent.id] = known
         return {
-            "cache_key_hash": cache_key_hash(snapshot or child.build_request()),
+            "cache_key_hash": known[1],
             "shares_cache": snapshot is not None,
             "note": None
             if snapshot
@@ -329,6 +344,7 @@ class Runtime:
         if parent_task is not None:
             parent_task.children.append(task)
         self.tasks[run.id] = task
+        self._children.setdefault(run.parent_id, []).append(task)
         self.spawned += 1
         details: dict[str, JsonValue] = {}
         if run.is_fork and run.parent_id in self.runs:

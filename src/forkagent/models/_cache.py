@@ -2,10 +2,17 @@
 
 Anthropic and DashScope both take explicit markers on content blocks (at most
 four per request). Both get them at the same places: the end of the static
-prefix (tools/system), the end of the prefix shared with sibling forks
-(``request.shared_prefix_end``) and the last block, so that the next turn reads
-what this one wrote. Markers never change the content itself, so moving them
-does not disturb what earlier requests cached.
+prefix (tools/system), the end of the agent's previous request, the end of the
+prefix shared with sibling forks (``request.shared_prefix_end``) and the last
+block, so that the next turn reads what this one wrote.
+
+A read looks for an entry only within 20 blocks before a breakpoint. A reply
+with N tool calls puts 2N blocks (the calls and their results) between the
+previous request's end and the next turn's last block, and a fork child's rules
+block sits 2N + 1 blocks on: from N = 10 on, neither would find the entry the
+previous request wrote without the marker on that request's end. Markers never
+change the content itself, so adding or moving them does not disturb what
+earlier requests cached, and a marker on an entry that exists costs nothing.
 """
 
 from __future__ import annotations
@@ -26,13 +33,16 @@ Position = tuple[int, int]
 def message_breakpoints(
     request: ModelRequest, markable: Callable[[ContentBlock], bool]
 ) -> frozenset[Position]:
-    """Blocks in the history that get a cache marker (at most two; the static prefix takes one).
+    """Blocks in the history that get a cache marker (at most three; the static prefix takes one).
 
     A wanted block that cannot carry a marker (a thinking block, say) hands its
     marker to the nearest earlier block that can: that caches a little less,
     never something different.
     """
     wanted: list[Position] = []
+    previous = _previous_request_end(request)
+    if previous is not None:
+        wanted.append(previous)
     end = request.shared_prefix_end
     if end is not None and end.message < len(request.messages):
         wanted.append((end.message, min(end.block, len(request.messages[end.message].content) - 1)))
@@ -42,6 +52,19 @@ def message_breakpoints(
     found = {p for w in wanted if (p := _markable_at_or_before(request, w, markable)) is not None}
     assert len(found) < MAX_BREAKPOINTS
     return frozenset(found)
+
+
+def _previous_request_end(request: ModelRequest) -> Position | None:
+    """Where the agent's previous request ended: the last block before the last assistant message.
+
+    A next turn, or a fork child's first request, is the previous request (the
+    parent's last one, for a fork) plus the reply and what came after it.
+    """
+    messages = request.messages
+    for index in range(len(messages) - 1, 0, -1):
+        if messages[index].role == "assistant":
+            return index - 1, len(messages[index - 1].content) - 1
+    return None
 
 
 def _markable_at_or_before(

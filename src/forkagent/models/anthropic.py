@@ -6,9 +6,10 @@ fork child's prefix is byte-identical to its parent's, and the emulator model
 reuses them unchanged.
 
 Cache breakpoints (``cache_control``) go on the last system block (or the last
-tool when there is no system prompt), on the block that ends the prefix shared
-with sibling forks, and on the last block: at most three of the four allowed,
-all with the request's TTL, so the longer-before-shorter TTL rule always holds.
+tool when there is no system prompt), on the block that ended the agent's
+previous request, on the block that ends the prefix shared with sibling forks,
+and on the last block: at most the four allowed (``_cache`` says why), all
+with the request's TTL, so the longer-before-shorter TTL rule always holds.
 
 A redacted thinking block keeps its opaque ``data`` in ``ThinkingBlock.signature``.
 """
@@ -392,6 +393,9 @@ class AnthropicModel(AdapterModel[Transport]):
             if isinstance(event, ResponseComplete):
                 self._remember(request, event.response)
             yield event
+
+    def can_prewarm(self, request: ModelRequest) -> bool:
+        return can_prewarm(request)
 
     async def prewarm(self, request: ModelRequest) -> Usage | None:
         """Write the cache up to the last block without generating (None where the API refuses)."""

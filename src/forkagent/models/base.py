@@ -96,6 +96,10 @@ class Model(ABC):
         """
         yield ResponseComplete(await self.request(request))
 
+    def can_prewarm(self, request: ModelRequest) -> bool:
+        """Whether ``prewarm`` would send ``request`` (some settings are refused by the API)."""
+        return self.profile.supports_prewarm
+
     async def prewarm(self, request: ModelRequest) -> Usage | None:
         """Write the cache for ``request``'s prefix without generating; None if unsupported."""
         return None

@@ -205,6 +205,9 @@ class EmulatorModel(Model):
         async for event in self.adapter.stream(request):
             yield event
 
+    def can_prewarm(self, request: ModelRequest) -> bool:
+        return self.adapter.can_prewarm(request)
+
     async def prewarm(self, request: ModelRequest) -> Usage | None:
         return await self.adapter.prewarm(request)
 

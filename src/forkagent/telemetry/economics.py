@@ -36,8 +36,9 @@ tokens; ``S_i`` is the rest of the prompt.
 
 A model without a known price is counted at its own token counts with every
 multiplier 1 (read, write and input alike), and named in
-``Comparison.unpriced_models``: never silently 0. Pre-warm requests
-(``fanout="prewarm"``) emit no event, so their cost is not seen here.
+``Comparison.unpriced_models``: never silently 0. A pre-warm request
+(``fanout="prewarm"``) is billed in this run as part of its fork's first turn,
+so the other two figures leave it out: neither needs one.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class _Rates(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class _FirstTurn:
-    """A fork child's first response: its prompt split, what it billed, its prices."""
+    """A fork child's first response: its prompt split, what it billed (with its pre-warm), its prices."""
 
     shared: int
     own: int
@@ -157,6 +158,8 @@ class EconomicsRecorder:
         self._awaiting: dict[str, _Family] = {}
         """Fork children whose first response has not arrived yet."""
         self._first_requests: dict[str, ModelRequest] = {}
+        self._prewarms: dict[str, float] = {}
+        """What awaiting fork children's pre-warm requests billed."""
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, AgentStarted) and event.kind == "fork" and event.parent_id:
@@ -181,12 +184,17 @@ class EconomicsRecorder:
             self._unpriced[model] = None
         billed = rates.billed(usage)
         self._billed += billed
+        if event.prewarm:
+            if agent in self._awaiting:
+                self._prewarms[agent] = self._prewarms.get(agent, 0.0) + billed
+            return
         self._responses[agent] = self._responses.get(agent, 0) + 1
         self._cached[agent] = usage.cache_read_tokens + usage.cache_write_tokens
         family = self._awaiting.pop(agent, None)
         request = self._first_requests.pop(agent, None)
         if family is not None and request is not None:
             own = _own_tokens(request, usage)
+            billed += self._prewarms.pop(agent, 0.0)
             family.firsts.append(
                 _FirstTurn(
                     usage.prompt_tokens - own, own, billed, rates, request.settings.cache_ttl

@@ -18,7 +18,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..events import (
@@ -51,6 +51,16 @@ class _Sent:
     answered_at: float | None = None
     sizes: list[int] | None = None
     """The canonical size of each block, once explained."""
+    prewarm: bool = False
+
+
+@dataclass(slots=True)
+class _Family:
+    """Forks started from the same parent state."""
+
+    leader: tuple[str, _Sent] | None = None
+    """The sibling whose first request went out first, and that request: it writes the
+    entry the others read."""
 
 
 @dataclass(slots=True)
@@ -63,8 +73,8 @@ class _Agent:
     last: _Sent | None = None
     """The last answered request."""
     pending: _Sent | None = None
-    family: list[str] = field(default_factory=list)
-    """For a fork: the agents forked from the same parent state, in start order."""
+    family: _Family | None = None
+    """For a fork: the agents forked from the same parent state."""
 
 
 class _Source(NamedTuple):
@@ -95,7 +105,7 @@ class CacheMonitor:
         self._on_report = on_report
         self._clock = clock
         self._agents: dict[str, _Agent] = {}
-        self._families: dict[tuple[str | None, _Sent | None], list[str]] = {}
+        self._families: dict[tuple[str | None, _Sent | None], _Family] = {}
         self._explained: list[CacheReported] = []
         self._order = itertools.count()
 
@@ -104,8 +114,13 @@ class CacheMonitor:
             self._started(event)
         elif isinstance(event, RequestSent):
             agent = self._agent(event.agent_id)
-            agent.pending = _Sent(event.request, self._clock(), next(self._order))
-            agent.first = agent.first or agent.pending
+            agent.pending = _Sent(
+                event.request, self._clock(), next(self._order), prewarm=event.prewarm
+            )
+            if agent.first is None:
+                agent.first = agent.pending
+                if agent.family is not None and agent.family.leader is None:
+                    agent.family.leader = (event.agent_id, agent.first)
         elif isinstance(event, ResponseReceived):
             self._answered(event)
 
@@ -131,8 +146,7 @@ class CacheMonitor:
             return
         parent = self._agents.get(event.parent_id or "")
         agent.base = parent.last if parent else None
-        agent.family = self._families.setdefault((event.parent_id, agent.base), [])
-        agent.family.append(event.agent_id)
+        agent.family = self._families.setdefault((event.parent_id, agent.base), _Family())
 
     def _answered(self, event: ResponseReceived) -> None:
         agent = self._agent(event.agent_id)
@@ -175,7 +189,8 @@ class CacheMonitor:
     def _source(self, agent: _Agent, sent: _Sent) -> _Source | None:
         """The request whose cache entry ``sent`` should have read."""
         if agent.last is not None:
-            return _Source(agent.last, agent.last.request, "the agent's previous request")
+            previous = "pre-warm" if agent.last.prewarm else "previous"
+            return _Source(agent.last, agent.last.request, f"the agent's {previous} request")
         if agent.kind != "fork":
             return None
         leader = self._leader(agent, sent)
@@ -188,15 +203,11 @@ class CacheMonitor:
         return None
 
     def _leader(self, agent: _Agent, sent: _Sent) -> _Source | None:
-        """The sibling whose first request went out first: it writes the shared entry."""
-        earlier = [
-            (first.order, sibling, first)
-            for sibling in agent.family
-            if (first := self._agents[sibling].first) is not None and first.order < sent.order
-        ]
-        if not earlier:
+        """The sibling whose first request went out first, if before ``sent``."""
+        leader = agent.family.leader if agent.family is not None else None
+        if leader is None or leader[1].order >= sent.order:
             return None
-        _, sibling, first = min(earlier, key=lambda candidate: candidate[0])
+        sibling, first = leader
         return _Source(first, shared_part(first.request), f"fork {sibling}'s shared prefix")
 
     def _check_break(self, agent_id: str, usage: Usage, report: CacheReport) -> None:

@@ -80,6 +80,7 @@ FORK_LABEL = "forkagent.fork.label"
 FORK_MODE = "forkagent.fork.mode"
 FORK_CACHE_KEY_HASH = "forkagent.fork.cache_key_hash"
 TURN = "forkagent.turn"
+PREWARM = "forkagent.prewarm"
 COST_USD = "forkagent.cost.usd"
 TASK_ID = "forkagent.task.id"
 
@@ -245,9 +246,11 @@ class OtelListener:
             )
         attributes = {
             **metric_attributes,
-            REQUEST_MAX_TOKENS: settings.max_tokens,
+            REQUEST_MAX_TOKENS: 0 if event.prewarm else settings.max_tokens,
             TURN: event.turn,
         }
+        if event.prewarm:
+            attributes[PREWARM] = True
         if settings.temperature is not None:
             attributes[REQUEST_TEMPERATURE] = settings.temperature
         if settings.top_p is not None:
