@@ -13,7 +13,7 @@ from forkagent import Agent, RuntimeOptions
 from forkagent._orchestration import runtime as runtime_module
 from forkagent._orchestration.fork import cache_key_hash
 from forkagent._orchestration.tasks import AgentTask
-from forkagent._orchestration.transcript import read_transcript, transcript_path
+from forkagent._orchestration.transcript import UsageEntry, read_transcript, transcript_path
 from forkagent.emulator import Emulator, Latency
 from forkagent.emulator.timing import NO_LATENCY
 from forkagent.events import Event, RequestSent, ResponseReceived
@@ -102,6 +102,8 @@ async def test_a_prewarm_is_billed_to_the_first_child_and_seen_by_every_listener
     assert economics.comparison().this_run == pytest.approx(price.input_equivalents(served))
     transcript = read_transcript(transcript_path(root_id, leader.id))
     assert transcript.usage == leader.usage
+    lines = [e for e in transcript.entries if isinstance(e, UsageEntry)]
+    assert [(line.turn, line.prewarm) for line in lines] == [(1, True), (1, False)]
     # The leader's own request is then compared with its pre-warm, which wrote that prompt.
     warmed, own = [r.report for r in runtime.cache_monitor.reports(leader.id)]
     assert warmed.compared_with == f"parent {root_id}'s last request"

@@ -201,6 +201,8 @@ class UsageEntry(_Line):
     response_id: str | None = None
     usage: Usage
     cost: float | None = None
+    prewarm: bool = False
+    """A ``max_tokens: 0`` pre-warm: billed, but not a turn of its own."""
 
 
 class CacheEntry(_Line):
@@ -486,12 +488,18 @@ class TranscriptWriter:
         model: str | None = None,
         response_id: str | None = None,
         turn: int | None = None,
+        prewarm: bool = False,
     ) -> None:
         """Record one response's usage, priced by ``model`` (default: the header's)."""
         name = model or self._required_header().model
         self._write(
             UsageEntry(
-                turn=turn, model=name, response_id=response_id, usage=usage, cost=cost(name, usage)
+                turn=turn,
+                model=name,
+                response_id=response_id,
+                usage=usage,
+                cost=cost(name, usage),
+                prewarm=prewarm,
             )
         )
 
@@ -522,6 +530,7 @@ class TranscriptWriter:
                 model=response.model or header.model,
                 response_id=response.response_id,
                 turn=event.turn,
+                prewarm=event.prewarm,
             )
         elif isinstance(event, CacheReported):
             self._write(CacheEntry(turn=event.turn, report=event.report.to_dict()))

@@ -304,6 +304,7 @@ def _describe_image(block: ImageBlock) -> str:
 def _describe_usage(entry: UsageEntry) -> str:
     usage: Usage = entry.usage
     turn = f"turn {entry.turn} " if entry.turn is not None else ""
+    turn += "pre-warm " if entry.prewarm else ""
     ratio = usage.cache_hit_ratio
     hits = "" if ratio is None else f" ({ratio:.0%} cached)"
     return (
