@@ -30,6 +30,8 @@ DOCUMENTS = (
     "docs/agents.md",
     "docs/emulator.md",
     "docs/permissions.md",
+    "docs/providers.md",
+    "docs/telemetry.md",
     "docs/transcripts.md",
 )
 NOT_RUN = frozenset({"fragment", "needs-key"})

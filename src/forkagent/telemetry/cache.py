@@ -372,7 +372,7 @@ def _minimum_findings(tokens: int, profile: ModelProfile, what: str) -> list[Cac
         CacheFinding(
             "below_minimum",
             f"{what} is ~{tokens:,} tokens, below the minimum of {profile.min_cache_tokens:,} "
-            f"that {profile.provider} caches: nothing is cached, and no error says so",
+            f"this model caches ({profile.provider}): nothing is cached, and no error says so",
         )
     ]
 
