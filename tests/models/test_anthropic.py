@@ -87,6 +87,21 @@ def test_a_thinking_block_hands_its_breakpoint_to_the_block_before_it() -> None:
     assert _marked(render_request(request)) == ["messages[0][0]", "messages[2][0]"]
 
 
+def test_automatic_caching_in_extra_takes_the_last_blocks_slot() -> None:
+    request = rich_request(MODEL, extra={"cache_control": {"type": "ephemeral"}})
+    body = render_request(request)
+    assert _marked(body) == ["system[1]", "messages[2][1]", "messages[2][2]"]
+    assert body["cache_control"] == {"type": "ephemeral"}  # four breakpoints in all
+
+
+async def test_automatic_caching_in_extra_is_accepted_by_the_api(
+    model: AnthropicModel,
+) -> None:
+    request = rich_request(MODEL, extra={"cache_control": {"type": "ephemeral"}})
+    response = await model.request(request)  # five breakpoints would be a 400
+    assert response.message.content
+
+
 def test_one_hour_ttl_marks_every_breakpoint() -> None:
     body = render_request(rich_request(MODEL, cache_ttl="1h"))
     assert body["system"][1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}

@@ -31,13 +31,14 @@ Position = tuple[int, int]
 
 
 def message_breakpoints(
-    request: ModelRequest, markable: Callable[[ContentBlock], bool]
+    request: ModelRequest, markable: Callable[[ContentBlock], bool], *, last_block: bool = True
 ) -> frozenset[Position]:
     """Blocks in the history that get a cache marker (at most three; the static prefix takes one).
 
     A wanted block that cannot carry a marker (a thinking block, say) hands its
     marker to the nearest earlier block that can: that caches a little less,
-    never something different.
+    never something different. ``last_block=False`` leaves the last block to
+    a marker placed elsewhere (Anthropic's top-level automatic caching).
     """
     wanted: list[Position] = []
     previous = _previous_request_end(request)
@@ -46,7 +47,7 @@ def message_breakpoints(
     end = request.shared_prefix_end
     if end is not None and end.message < len(request.messages):
         wanted.append((end.message, min(end.block, len(request.messages[end.message].content) - 1)))
-    if request.messages:
+    if request.messages and last_block:
         last = len(request.messages) - 1
         wanted.append((last, len(request.messages[last].content) - 1))
     found = {p for w in wanted if (p := _markable_at_or_before(request, w, markable)) is not None}

@@ -94,7 +94,10 @@ def render_request(
     tools = [_tool(t) for t in request.tools]
     if system or tools:
         (system or tools)[-1]["cache_control"] = control
-    marks = message_breakpoints(request, _markable)
+    # A top-level ``cache_control`` in ``extra`` (automatic caching) marks the last
+    # block itself and takes one of the four slots: a fifth marker would be a 400.
+    automatic = "cache_control" in settings.extra
+    marks = message_breakpoints(request, _markable, last_block=not automatic)
     body: Body = {
         "model": request.model,
         "max_tokens": settings.max_tokens if max_tokens is None else max_tokens,
