@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -248,6 +249,8 @@ class Session:
             root.system, root.tool_specs, root.settings = header.system, header.tools, header.settings
             root.messages = list(resume.messages)
         self.root = self.runtime.adopt(root)
+        if resume is not None:
+            self._seed_cache_monitor(resume)
         if not isinstance(agent.model, Model):
             self.runtime.owned_models.append(model)
         self.runtime.on_notification = self._on_notification
@@ -279,6 +282,19 @@ class Session:
             )
         agent = replace(agent, model=header.model, cwd=header.cwd)
         return cls(agent, resume=transcript)
+
+    def _seed_cache_monitor(self, transcript: Transcript) -> None:
+        """Let the first resumed request be compared with the last one sent before the resume.
+
+        The transcript's time of that answer stands for when it was sent (no
+        line records the sending), so a pause is measured a response's length short.
+        """
+        answered = transcript.last_answered()
+        if answered is None:
+            return  # it never had an answer: its first request is cold
+        request = self.root.build_request().model_copy(update={"messages": answered.messages})
+        age = time.time() - answered.at.timestamp()
+        self.runtime.cache_monitor.seed(self.root.id, request, age=age)
 
     async def proceed(self) -> RunResult:
         """Run the main agent from where its history stands (after a resume)."""

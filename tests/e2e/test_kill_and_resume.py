@@ -2,8 +2,8 @@
 
 The agent runs in a subprocess against the emulator over HTTP. It is killed
 while a tool call is in flight; the resumed session answers that call, sends
-the same rendered prompt, tools and history, and reads its prefix from the
-cache the dead process wrote.
+the same rendered prompt, tools and history, reads its prefix from the cache
+the dead process wrote, and says so in its cache report.
 """
 
 from __future__ import annotations
@@ -104,4 +104,8 @@ def test_a_killed_run_resumes_from_its_transcript_and_hits_the_cache(
     assert resumed is not None
     assert resumed.cache_read_tokens >= 0.99 * first.prompt_tokens
     assert len(emulator.log) == 2  # nothing was sent twice
-    assert read_transcript(path).finished
+    after = read_transcript(path)
+    assert after.finished
+    report = after.cache_entries[-1].cache_report()
+    assert report is not None  # explained against the dead process's request, not "cold"
+    assert (report.status, report.compared_with) == ("hit", "the agent's request before the resume")

@@ -36,7 +36,7 @@ from ..events import (
     Event,
     ResponseReceived,
 )
-from ..messages import JsonValue, Message, TextBlock
+from ..messages import AssistantMessage, JsonValue, Message, TextBlock
 from ..pricing import cost
 from ..requests import BlockPosition, ModelSettings, ToolSpec
 from ..telemetry.cache import CacheReport
@@ -276,6 +276,39 @@ class Transcript:
     def cache_entries(self) -> tuple[CacheEntry, ...]:
         """The cache report of each response, in order (none in transcripts written before them)."""
         return tuple(e for e in self.entries if isinstance(e, CacheEntry))
+
+    def last_answered(self) -> Answered | None:
+        """The history the last answered request sent, and when its answer was recorded.
+
+        Replayed from the lines before that answer, so messages replaced or cut
+        after it do not change what it sent. None if the agent never had an answer.
+        """
+        for position in reversed(range(len(self.entries))):
+            answer = self.entries[position]
+            if isinstance(answer, MessageEntry) and isinstance(answer.message, AssistantMessage):
+                sent = _replay(self.entries[:position])[: answer.index]
+                return Answered(tuple(sent), answer.at)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A request as the transcript knows it: the history it sent, and when it was answered."""
+
+    messages: tuple[Message, ...]
+    at: datetime
+
+
+def _replay(entries: Sequence[Entry]) -> list[Message]:
+    """The history that lines already checked by ``_Fold`` add up to."""
+    history: list[Message] = []
+    for entry in entries:
+        if isinstance(entry, MessageEntry):
+            del history[entry.index :]
+            history.append(entry.message)
+        elif isinstance(entry, TruncateEntry):
+            del history[entry.length :]
+    return history
 
 
 class _Fold:

@@ -52,6 +52,8 @@ class _Sent:
     sizes: list[int] | None = None
     """The canonical size of each block, once explained."""
     prewarm: bool = False
+    resumed: bool = False
+    """Sent before the agent was resumed: known from its transcript, not seen here."""
 
 
 @dataclass(slots=True)
@@ -128,6 +130,19 @@ class CacheMonitor:
         """Use ``profile`` for requests to ``model`` from now on."""
         self._profiles[model] = profile
 
+    def seed(self, agent_id: str, request: ModelRequest, *, age: float) -> None:
+        """Take ``request``, answered ``age`` seconds ago, as ``agent_id``'s last request.
+
+        For an agent resumed from its transcript: its first new request is then
+        explained against the one it sent before the resume (a pause past the
+        cache's lifetime included) rather than reported ``cold``. A negative
+        ``age`` (clocks that disagree) counts as none.
+        """
+        at = self._clock() - max(age, 0.0)
+        self._agent(agent_id).last = _Sent(
+            request, at, next(self._order), answered_at=at, resumed=True
+        )
+
     def reports(self, agent_id: str | None = None) -> list[CacheReported]:
         """Every report so far, in order; only ``agent_id``'s when given."""
         return [e for e in self._explained if agent_id in (None, e.agent_id)]
@@ -189,8 +204,7 @@ class CacheMonitor:
     def _source(self, agent: _Agent, sent: _Sent) -> _Source | None:
         """The request whose cache entry ``sent`` should have read."""
         if agent.last is not None:
-            previous = "pre-warm" if agent.last.prewarm else "previous"
-            return _Source(agent.last, agent.last.request, f"the agent's {previous} request")
+            return _Source(agent.last, agent.last.request, _previous_label(agent.last))
         if agent.kind != "fork":
             return None
         leader = self._leader(agent, sent)
@@ -219,6 +233,12 @@ class CacheMonitor:
                 ratio * 100,
                 report.summary,
             )
+
+
+def _previous_label(sent: _Sent) -> str:
+    if sent.resumed:
+        return "the agent's request before the resume"
+    return f"the agent's {'pre-warm' if sent.prewarm else 'previous'} request"
 
 
 def _ready(source: _Sent, sent: _Sent, profile: ModelProfile) -> bool:
