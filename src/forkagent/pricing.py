@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .models import split_base_url
 from .usage import Usage
 
 _DATE_SUFFIX = re.compile(r"-\d{8}$")
@@ -107,8 +108,8 @@ PRICES: dict[str, Price] = {
 
 
 def price_for(model: str) -> Price | None:
-    """Price of a model id, with or without a ``provider:`` prefix or a date suffix."""
-    name = _DATE_SUFFIX.sub("", model.split(":", 1)[-1])
+    """Price of a model id, with or without a ``provider:`` prefix, server or date suffix."""
+    name = _DATE_SUFFIX.sub("", split_base_url(model.split(":", 1)[-1])[0])
     return PRICES.get(name)
 
 

@@ -7,9 +7,8 @@ import pytest
 from forkagent.emulator import Emulator, RunningServer
 from forkagent.errors import ConfigurationError, MissingCredentialsError
 from forkagent.messages import user
-from forkagent.models import Model, resolve_model
+from forkagent.models import Model, resolve_model, split_base_url
 from forkagent.models.anthropic import AnthropicModel
-from forkagent.models.compat import split_base_url
 from forkagent.models.emulator import EmulatorModel
 from forkagent.models.gemini import GeminiModel
 from forkagent.models.openai import OpenAIModel

@@ -4,7 +4,9 @@ Model: ``FORKAGENT_SUBAGENT_MODEL`` > the call's ``model`` > the definition's
 ``model`` > the parent's model. The first of these that is set decides;
 ``inherit`` means the parent's exact model string. An alias names a tier
 (fast, balanced, strong) that is looked up for the *parent's* provider, so
-``haiku`` under an OpenAI parent is OpenAI's fast model, not a Claude.
+``haiku`` under an OpenAI parent is OpenAI's fast model, not a Claude. An
+alias or a bare model id also stays on the parent's server (the ``@<base url>``
+of its string); a full ``provider:model`` string is taken as written.
 
 A fork never comes through here: it reuses the parent's model and tool array
 byte for byte, or it would lose the parent's prompt cache.
@@ -18,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, TypeAlias
 
 from ..errors import ConfigurationError
-from ..models import known_providers
+from ..models import known_providers, split_base_url
 from ..tools.base import Tool
 from .definition import INHERIT, AgentDefinition
 
@@ -97,11 +99,20 @@ def _resolve_one(choice: str, parent_model: str) -> str:
     tier = MODEL_ALIASES.get(choice.lower())
     if tier is not None:
         tiers = PROVIDER_TIERS.get(provider)
-        return f"{provider}:{tiers[tier]}" if tiers else parent_model
+        return _on_parents_server(tiers[tier], parent_model) if tiers else parent_model
     prefix, sep, _ = choice.partition(":")
     if sep and (prefix in PROVIDER_TIERS or prefix in known_providers()):
         return choice
-    return f"{provider}:{choice}"
+    return _on_parents_server(choice, parent_model)
+
+
+def _on_parents_server(model_id: str, parent_model: str) -> str:
+    """``model_id`` at the parent's provider and, unless it names its own, the parent's server."""
+    provider, _, parent_id = parent_model.partition(":")
+    _, parent_url = split_base_url(parent_id)
+    _, url = split_base_url(model_id)
+    server = f"@{parent_url}" if parent_url and not url else ""
+    return f"{provider}:{model_id}{server}"
 
 
 class ToolPool(list[Tool]):

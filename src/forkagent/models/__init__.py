@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from ..errors import UnknownModelError
 from ._retry import RetryPolicy
+from ._transport import split_base_url
 from .base import (
     Model,
     ModelProfile,
@@ -56,7 +57,11 @@ def known_providers() -> list[str]:
 
 
 def resolve_model(model: str | Model) -> Model:
-    """Turn ``provider:model`` into a model; a ``Model`` passes through."""
+    """Turn ``provider:model`` into a model; a ``Model`` passes through.
+
+    ``resolve_model(m.spec)`` rebuilds any model a string can make: same
+    provider, model id and server (``@<base url>``). A spec never holds a key.
+    """
     if isinstance(model, Model):
         return model
     prefix, sep, name = model.partition(":")
@@ -94,4 +99,5 @@ __all__ = [
     "register_lazy_provider",
     "register_provider",
     "resolve_model",
+    "split_base_url",
 ]

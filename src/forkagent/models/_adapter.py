@@ -23,19 +23,32 @@ class AdapterModel(Model, Generic[TransportT]):
 
     The transport is the vendor's SDK or, for ``emulator:`` models, the
     emulator in process; the subclass renders requests and parses replies.
+    ``base_url`` is the server the SDK calls when it is not the provider's
+    default; ``spec`` names it so that the model string reaches the same server.
     """
 
     def __init__(
-        self, name: str, profile: ModelProfile, retry: RetryPolicy, transport: TransportT
+        self,
+        name: str,
+        profile: ModelProfile,
+        retry: RetryPolicy,
+        transport: TransportT,
+        base_url: str | None = None,
     ) -> None:
         self._name = name
         self.profile = profile
         self._retry = retry
         self._transport = transport
+        self.base_url = base_url
 
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def spec(self) -> str:
+        """``provider:model``, then ``@<base url>`` when the server is not the default."""
+        return f"{super().spec}@{self.base_url}" if self.base_url else super().spec
 
     async def aclose(self) -> None:
         await self._transport.aclose()

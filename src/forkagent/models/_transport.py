@@ -11,11 +11,13 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError, MissingCredentialsError, ProviderError
 from ..messages import JsonValue
@@ -72,7 +74,40 @@ class Endpoint:
         return "unused"
 
     def base_url(self, given: str | None) -> str | None:
-        return given or os.environ.get(self.base_url_variable) or self.default_base_url
+        """The server's URL; one holding credentials is refused, as model strings record it."""
+        url = given or os.environ.get(self.base_url_variable) or self.default_base_url
+        if url is None:
+            return None
+        try:
+            parts = urlsplit(url)
+        except ValueError as error:
+            raise ConfigurationError(f"{self.label} base URL {url!r}: {error}") from None
+        if "@" in parts.netloc:
+            raise ConfigurationError(
+                f"the {self.label} base URL for host {parts.hostname!r} holds credentials "
+                f"(user:password@), which would be written into transcripts with the model "
+                f"string; give the key in {self.key_hint} instead"
+            )
+        return url
+
+    def custom_url(self, given: str | None) -> str | None:
+        """The base URL when it is not the default: what a model string must name to reach it."""
+        url = self.base_url(given)
+        return None if url == self.default_base_url else url
+
+
+_SERVER = re.compile(r"@(?=https?://)")
+
+
+def split_base_url(name: str) -> tuple[str, str | None]:
+    """``model@http://host/v1`` -> (model, base URL); a name without ``@http(s)://`` is all model.
+
+    The first ``@http`` splits, so a model id may hold ``@`` (``claude-3@20240229``).
+    """
+    found = _SERVER.search(name)
+    if found is None or found.start() == 0:
+        return name, None
+    return name[: found.start()], name[found.end() :]
 
 
 class Transport(Protocol):

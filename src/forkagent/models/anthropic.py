@@ -36,7 +36,14 @@ from ._adapter import AdapterModel
 from ._cache import Position, ResponseIds, ephemeral, message_breakpoints
 from ._json import as_dict, as_int, as_list, as_str, parse_arguments
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
-from ._transport import Body, ClientOptions, Endpoint, Transport, stainless_transport
+from ._transport import (
+    Body,
+    ClientOptions,
+    Endpoint,
+    Transport,
+    split_base_url,
+    stainless_transport,
+)
 from .base import (
     ModelProfile,
     ModelResponse,
@@ -379,10 +386,11 @@ class AnthropicModel(AdapterModel[Transport]):
             supports_prewarm=True,
             min_cache_tokens=min_cache_tokens(name),
         )
+        base_url = None if transport else ENDPOINT.custom_url(client.get("base_url"))
         transport = transport or stainless_transport(
             PROVIDER, "anthropic", "messages.create", ENDPOINT, client
         )
-        super().__init__(name, profile, retry, transport)
+        super().__init__(name, profile, retry, transport, base_url)
         self._ids = ResponseIds() if diagnostics else None
 
     async def request(self, request: ModelRequest) -> ModelResponse:
@@ -418,8 +426,9 @@ class AnthropicModel(AdapterModel[Transport]):
 
 
 def anthropic_model(name: str) -> AnthropicModel:
-    """``anthropic:<model>``."""
-    return AnthropicModel(name)
+    """``anthropic:<model>[@<base url>]``."""
+    model, url = split_base_url(name)
+    return AnthropicModel(model, base_url=url)
 
 
 __all__ = [

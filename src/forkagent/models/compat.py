@@ -3,7 +3,8 @@
 Each is a ``ChatDialect`` of the Chat Completions adapter. Model strings take
 an optional base URL after ``@``: ``vllm:Qwen/Qwen3-8B@http://10.0.0.5:8000/v1``.
 Without one, the dialect's ``*_BASE_URL`` variable, then its default, is used;
-``openai-compat:`` has no default and needs one of the two.
+``openai-compat:`` has no default and needs one of the two. A model's ``spec``
+names its server whenever it is not the default, so it resolves back to it.
 
 Settings in ``ModelSettings.extra`` go into the request body unchanged, which
 is how the engines' own cache controls are reached: vLLM ``cache_salt``,
@@ -16,6 +17,7 @@ import os
 from collections.abc import Callable
 
 from ..errors import ConfigurationError
+from ._transport import split_base_url
 from .openai import ChatDialect, OpenAIModel
 
 DASHSCOPE = ChatDialect(
@@ -68,14 +70,6 @@ OPENAI_COMPAT = ChatDialect(
 """Any other Chat Completions server; assumes nothing about its cache."""
 
 
-def split_base_url(name: str) -> tuple[str, str | None]:
-    """``model@http://host/v1`` -> (model, base URL); a name without ``@http`` is all model."""
-    model, at, url = name.rpartition("@")
-    if at and model and url.startswith(("http://", "https://")):
-        return model, url
-    return name, None
-
-
 def _factory(dialect: ChatDialect) -> Callable[[str], OpenAIModel]:
     def make(name: str) -> OpenAIModel:
         model, url = split_base_url(name)
@@ -106,5 +100,4 @@ __all__ = [
     "OPENAI_COMPAT",
     "SGLANG",
     "VLLM",
-    "split_base_url",
 ]

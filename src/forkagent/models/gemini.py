@@ -48,7 +48,15 @@ from ..usage import Usage
 from ._adapter import AdapterModel
 from ._json import as_dict, as_list, as_str, get_int
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
-from ._transport import DEFAULT_TIMEOUT, Body, ClientOptions, Endpoint, SdkErrors, missing_sdk
+from ._transport import (
+    DEFAULT_TIMEOUT,
+    Body,
+    ClientOptions,
+    Endpoint,
+    SdkErrors,
+    missing_sdk,
+    split_base_url,
+)
 from .base import (
     ModelProfile,
     ModelResponse,
@@ -434,7 +442,8 @@ class GeminiModel(AdapterModel[GeminiTransport]):
             warmup="none" if explicit_cache else "first_response_ends",
             min_cache_tokens=min_cache_tokens(name),
         )
-        super().__init__(name, profile, retry, transport or _SdkTransport(client))
+        base_url = None if transport else ENDPOINT.custom_url(client.get("base_url"))
+        super().__init__(name, profile, retry, transport or _SdkTransport(client), base_url)
         self._explicit = explicit_cache
         self._caches: dict[str, _CacheEntry] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -576,8 +585,9 @@ def _dump(model: BaseModel) -> Body:
 
 
 def gemini_model(name: str) -> GeminiModel:
-    """``gemini:<model>``."""
-    return GeminiModel(name)
+    """``gemini:<model>[@<base url>]``."""
+    model, url = split_base_url(name)
+    return GeminiModel(model, base_url=url)
 
 
 __all__ = [

@@ -43,7 +43,14 @@ from ._adapter import AdapterModel
 from ._cache import Position, ephemeral, message_breakpoints
 from ._json import as_dict, as_int, as_list, as_str, compact, get_int, parse_arguments
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
-from ._transport import Body, ClientOptions, Endpoint, Transport, stainless_transport
+from ._transport import (
+    Body,
+    ClientOptions,
+    Endpoint,
+    Transport,
+    split_base_url,
+    stainless_transport,
+)
 from .base import (
     ModelProfile,
     ModelResponse,
@@ -435,10 +442,12 @@ class OpenAIModel(AdapterModel[Transport]):
         transport: Transport | None = None,
         **client: Unpack[ClientOptions],
     ) -> None:
+        endpoint = dialect.endpoint
+        base_url = None if transport else endpoint.custom_url(client.get("base_url"))
         transport = transport or stainless_transport(
-            dialect.provider, "openai", "chat.completions.create", dialect.endpoint, client
+            dialect.provider, "openai", "chat.completions.create", endpoint, client
         )
-        super().__init__(name, dialect.profile(), retry, transport)
+        super().__init__(name, dialect.profile(), retry, transport, base_url)
         self.dialect = dialect
 
     async def request(self, request: ModelRequest) -> ModelResponse:
@@ -454,8 +463,9 @@ class OpenAIModel(AdapterModel[Transport]):
 
 
 def openai_model(name: str) -> OpenAIModel:
-    """``openai:<model>``."""
-    return OpenAIModel(name)
+    """``openai:<model>[@<base url>]``."""
+    model, url = split_base_url(name)
+    return OpenAIModel(model, base_url=url)
 
 
 __all__ = [
