@@ -363,7 +363,7 @@ class Registry:
 
     def _create(self) -> None:
         with self._connection() as db:
-            db.execute("PRAGMA journal_mode = WAL")
+            _use_wal(db, self.timeout)
             if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
                 return
         with self._writing() as db:
@@ -432,6 +432,24 @@ def _transaction(db: sqlite3.Connection, begin: str, end: str, *undo: str) -> It
             db.execute(statement)
         raise
     db.execute(end)
+
+
+def _use_wal(db: sqlite3.Connection, timeout: float) -> None:
+    """Put a new registry in WAL mode, once (the mode is kept in the file).
+
+    The switch needs the file to itself for a moment, and SQLite does not wait
+    for that through the busy timeout: a second process opening a new registry
+    at the same instant gets "database is locked" at once. So retry until the
+    timeout, as every other registry operation waits.
+    """
+    deadline = time.monotonic() + timeout
+    while db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _to_sql(values: Mapping[str, Any]) -> dict[str, Any]:
