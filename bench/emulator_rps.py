@@ -22,29 +22,6 @@ from forkagent.emulator import Emulator, serve, tokens
 from forkagent.emulator.timing import NO_LATENCY
 
 PROMPT_TOKENS = 10_000
-_WORDS = [
-    "the",
-    "quick",
-    "brown",
-    "fox",
-    "jumps",
-    "over",
-    "a",
-    "lazy",
-    "dog",
-    "and",
-    "runs",
-    "far",
-    "into",
-    "the",
-    "deep",
-    "forest",
-]
-
-
-def _prompt() -> str:
-    words = " ".join(_WORDS[i % len(_WORDS)] for i in range(PROMPT_TOKENS + 16))
-    return tokens.truncate(words, PROMPT_TOKENS)
 
 
 def _bodies(prompt: str) -> dict[str, Callable[[int], tuple[str, dict[str, Any]]]]:
@@ -79,7 +56,7 @@ async def _rate(send: Callable[[int], Awaitable[None]], requests: int, concurren
 
 
 async def _measure(requests: int, concurrency: int) -> list[tuple[str, float, float]]:
-    prompt = _prompt()
+    prompt = tokens.filler(PROMPT_TOKENS)
     rows = []
     for name, build in _bodies(prompt).items():
         emulator = Emulator(latency=NO_LATENCY)

@@ -6,35 +6,14 @@ from typing import Any
 
 from forkagent.emulator import tokens
 
-_WORDS = [
-    "the",
-    "quick",
-    "brown",
-    "fox",
-    "jumps",
-    "over",
-    "a",
-    "lazy",
-    "dog",
-    "and",
-    "runs",
-    "far",
-    "into",
-    "the",
-    "deep",
-    "forest",
-]
-
 OPUS_41 = "claude-opus-4-1"
 """Minimum cacheable prefix 1024 tokens (and not deprecated in the SDK)."""
 HAIKU_45 = "claude-haiku-4-5"
 """Minimum 4096."""
 
 
-def text(n: int, tag: str = "") -> str:
-    """Exactly about ``n`` tokens of plain words; ``tag`` makes texts differ from the start."""
-    words = " ".join(_WORDS[i % len(_WORDS)] for i in range(n + 8))
-    return tokens.truncate(f"{tag} {words}" if tag else words, n)
+text = tokens.filler
+"""Exactly ``n`` tokens of plain words; ``tag`` makes texts differ from the start."""
 
 
 def ephemeral(ttl: str | None = None) -> dict[str, str]:

@@ -87,6 +87,35 @@ def truncate(text: str, max_tokens: int) -> str:
     return _encoding().decode(list(ids[:max_tokens]))
 
 
+_FILLER = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "and",
+    "runs",
+    "far",
+    "into",
+    "the",
+    "deep",
+    "forest",
+]
+
+
+def filler(n: int, tag: str = "") -> str:
+    """Plain words of exactly ``n`` tokens, for prompts of a known size.
+
+    ``tag`` leads the text, so that two fillers differ from their first token.
+    """
+    words = " ".join(_FILLER[i % len(_FILLER)] for i in range(n + 8))
+    return truncate(f"{tag} {words}" if tag else words, n)
+
+
 def pieces(text: str, words: int = 4) -> list[str]:
     """``text`` cut losslessly into runs of a few words: the deltas of a stream."""
     runs = _WORD_RUN.findall(text)

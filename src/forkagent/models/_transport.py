@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mappi
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError, MissingCredentialsError, ProviderError
@@ -108,6 +108,19 @@ def split_base_url(name: str) -> tuple[str, str | None]:
     if found is None or found.start() == 0:
         return name, None
     return name[: found.start()], name[found.end() :]
+
+
+ModelT = TypeVar("ModelT")
+
+
+def from_spec(model_class: Callable[..., ModelT]) -> Callable[[str], ModelT]:
+    """The registry's factory for ``provider:<model>[@<base url>]`` strings of one adapter."""
+
+    def make(name: str) -> ModelT:
+        model, url = split_base_url(name)
+        return model_class(model, base_url=url)
+
+    return make
 
 
 class Transport(Protocol):

@@ -41,7 +41,7 @@ from ._transport import (
     ClientOptions,
     Endpoint,
     Transport,
-    split_base_url,
+    from_spec,
     stainless_transport,
 )
 from .base import (
@@ -425,10 +425,8 @@ class AnthropicModel(AdapterModel[Transport]):
         return response
 
 
-def anthropic_model(name: str) -> AnthropicModel:
-    """``anthropic:<model>[@<base url>]``."""
-    model, url = split_base_url(name)
-    return AnthropicModel(model, base_url=url)
+anthropic_model = from_spec(AnthropicModel)
+"""``anthropic:<model>[@<base url>]``."""
 
 
 __all__ = [

@@ -54,8 +54,8 @@ from ._transport import (
     ClientOptions,
     Endpoint,
     SdkErrors,
+    from_spec,
     missing_sdk,
-    split_base_url,
 )
 from .base import (
     ModelProfile,
@@ -584,10 +584,8 @@ def _dump(model: BaseModel) -> Body:
     return data
 
 
-def gemini_model(name: str) -> GeminiModel:
-    """``gemini:<model>[@<base url>]``."""
-    model, url = split_base_url(name)
-    return GeminiModel(model, base_url=url)
+gemini_model = from_spec(GeminiModel)
+"""``gemini:<model>[@<base url>]``."""
 
 
 __all__ = [

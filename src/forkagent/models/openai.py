@@ -48,7 +48,7 @@ from ._transport import (
     ClientOptions,
     Endpoint,
     Transport,
-    split_base_url,
+    from_spec,
     stainless_transport,
 )
 from .base import (
@@ -462,10 +462,8 @@ class OpenAIModel(AdapterModel[Transport]):
             yield event
 
 
-def openai_model(name: str) -> OpenAIModel:
-    """``openai:<model>[@<base url>]``."""
-    model, url = split_base_url(name)
-    return OpenAIModel(model, base_url=url)
+openai_model = from_spec(OpenAIModel)
+"""``openai:<model>[@<base url>]``."""
 
 
 __all__ = [
