@@ -246,7 +246,11 @@ class Session:
         if resume is not None:
             # The exact bytes it sent before, so the resumed agent still hits the cache.
             header = resume.header
-            root.system, root.tool_specs, root.settings = header.system, header.tools, header.settings
+            root.system, root.tool_specs, root.settings = (
+                header.system,
+                header.tools,
+                header.settings,
+            )
             root.messages = list(resume.messages)
         self.root = self.runtime.adopt(root)
         if resume is not None:

@@ -145,7 +145,9 @@ def messages_from_json(data: bytes | str) -> tuple[UserMessage | AssistantMessag
     return _MESSAGES.validate_json(data)
 
 
-def pending_tool_uses(messages: Sequence[UserMessage | AssistantMessage]) -> tuple[ToolUseBlock, ...]:
+def pending_tool_uses(
+    messages: Sequence[UserMessage | AssistantMessage],
+) -> tuple[ToolUseBlock, ...]:
     """Tool calls of the last assistant message that no later message answers."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]

@@ -99,7 +99,9 @@ def request_blocks(request: ModelRequest) -> list[CanonicalBlock]:
         CanonicalBlock("tools", f"tools[{i}]", canonical_json(t.model_dump(mode="json")))
         for i, t in enumerate(request.tools)
     ]
-    system = (TextBlock(text=request.system),) if isinstance(request.system, str) else request.system
+    system = (
+        (TextBlock(text=request.system),) if isinstance(request.system, str) else request.system
+    )
     blocks += [
         CanonicalBlock("system", f"system[{i}]", canonical_json(b.model_dump(mode="json")))
         for i, b in enumerate(system)
@@ -160,9 +162,10 @@ def first_difference(before: ModelRequest, after: ModelRequest) -> Difference | 
             )
             # A block added or removed shifts the next layer into place: blame the earlier layer.
             at = min(a, b, key=lambda block: _LAYER_ORDER.index(block.layer))
-            return Difference(at.layer, index, at.label, offset, f"{at.label} differs at byte {offset}")
+            return Difference(
+                at.layer, index, at.label, offset, f"{at.label} differs at byte {offset}"
+            )
     if len(new) < len(old):
         missing = old[len(new)]
         return Difference(missing.layer, len(new), missing.label, 0, "request is shorter")
     return None
-

@@ -72,7 +72,9 @@ async def test_with_fanout_siblings_read_the_prefix_the_first_child_wrote(
     server: tuple[Emulator, RunningServer], tmp_path: Path, fanout: str
 ) -> None:
     emulator, running = server
-    statuses, label = await _fork_five(AnthropicModel(MODEL, base_url=running.url), tmp_path, fanout)
+    statuses, label = await _fork_five(
+        AnthropicModel(MODEL, base_url=running.url), tmp_path, fanout
+    )
 
     assert statuses == ["completed"] * 5
     outcomes = _shared_outcomes(emulator, label)

@@ -71,7 +71,9 @@ def test_a_killed_run_resumes_from_its_transcript_and_hits_the_cache(
     server: tuple[Emulator, RunningServer], tmp_path: Path
 ) -> None:
     emulator, _ = server
-    emulator.script(Reply(text="Checking.", tool_calls=(ToolCall("Bash", {"command": "sleep 60"}),)))
+    emulator.script(
+        Reply(text="Checking.", tool_calls=(ToolCall("Bash", {"command": "sleep 60"}),))
+    )
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(tmp_path), MODEL], env=os.environ.copy()
     )

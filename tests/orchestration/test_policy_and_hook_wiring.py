@@ -42,9 +42,7 @@ def test_explore_runs_in_plan_mode_and_cannot_write_through_the_shell(tmp_path: 
         assert isinstance(last, UserMessage)
         return "done"
 
-    result = Agent(
-        model=FunctionModel(model), cwd=tmp_path, load_agent_files=False
-    ).run_sync("go")
+    result = Agent(model=FunctionModel(model), cwd=tmp_path, load_agent_files=False).run_sync("go")
 
     assert result.status == "completed"
     assert victim.read_text() == "data"
@@ -59,9 +57,7 @@ def test_main_agent_policy_asks_the_handler_and_respects_its_answer(tmp_path: Pa
         asked.append(request)
         return PermissionDecision(allowed=False, reason="the user said no")
 
-    model = ScriptedModel(
-        [reply(tool_call("Write", file_path="new.txt", content="x")), "ok"]
-    )
+    model = ScriptedModel([reply(tool_call("Write", file_path="new.txt", content="x")), "ok"])
     result = Agent(
         model=model,
         cwd=tmp_path,

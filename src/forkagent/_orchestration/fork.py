@@ -130,8 +130,10 @@ def cache_key_hash(request: ModelRequest) -> str:
     digest.update(canonical_json(request.settings.model_dump(mode="json")))
     for tool in request.tools:
         digest.update(canonical_json(tool.model_dump(mode="json")))
-    system = request.system if isinstance(request.system, str) else [
-        b.model_dump(mode="json") for b in request.system
-    ]
+    system = (
+        request.system
+        if isinstance(request.system, str)
+        else [b.model_dump(mode="json") for b in request.system]
+    )
     digest.update(canonical_json(system))
     return digest.hexdigest()[:16]

@@ -225,9 +225,7 @@ async def _send(run: AgentRun, request: ModelRequest) -> ModelResponse:
         sent()
         return await run.model.request(request)
     prewarm = functools.partial(_prewarm, run) if run.prewarm else None
-    return await send_in_family(
-        family, run.id, run.model, request, prewarm=prewarm, on_send=sent
-    )
+    return await send_in_family(family, run.id, run.model, request, prewarm=prewarm, on_send=sent)
 
 
 async def _prewarm(run: AgentRun, request: ModelRequest) -> bool:
@@ -291,9 +289,7 @@ def _results_message(
     uses: Sequence[ToolUseBlock], results: Mapping[str, ToolResultBlock]
 ) -> UserMessage:
     return UserMessage(
-        content=tuple(
-            results.get(u.id) or _error_result(u.id, CANCELLED_RESULT) for u in uses
-        ),
+        content=tuple(results.get(u.id) or _error_result(u.id, CANCELLED_RESULT) for u in uses),
         origin="tool",
     )
 
@@ -398,4 +394,3 @@ def close_pending(run: AgentRun, message: str = CANCELLED_RESULT) -> None:
                 content=tuple(_error_result(u.id, message) for u in open_uses), origin="tool"
             )
         )
-

@@ -88,4 +88,3 @@ def _child_settings(parent: ModelSettings, agent_name: str) -> ModelSettings:
 
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "agent"
-

@@ -47,7 +47,9 @@ class Recorder:
         if path is not None:
             writer = TranscriptWriter(path)
             if not writer.header_written:
-                writer.header(TranscriptHeader.for_run(run, root_id=self.root_id, background=background))
+                writer.header(
+                    TranscriptHeader.for_run(run, root_id=self.root_id, background=background)
+                )
             self.writers[run.id] = writer
             writer.sync(run.messages)
             run.on_change = lambda changed: writer.sync(changed.messages)

@@ -412,7 +412,10 @@ class Registry:
         """A write transaction that holds the lock from the start; in a batch, a savepoint."""
         batch: sqlite3.Connection | None = getattr(self._batch, "db", None)
         if batch is None:
-            with self._connection() as db, _transaction(db, "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"):
+            with (
+                self._connection() as db,
+                _transaction(db, "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"),
+            ):
                 yield db
         else:
             with _transaction(

@@ -499,4 +499,3 @@ def _result_text(result: TaskResult) -> str:
 def _first_line(text: str, limit: int = 60) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "fork"
     return line if len(line) <= limit else line[: limit - 1] + "…"
-

@@ -98,7 +98,9 @@ async def _call(function: ReplyFunction, request: ModelRequest) -> Reply:
 def _as_response(reply: Reply, request: ModelRequest) -> ModelResponse:
     if isinstance(reply, ModelResponse):
         return reply
-    message = AssistantMessage(content=(TextBlock(text=reply),)) if isinstance(reply, str) else reply
+    message = (
+        AssistantMessage(content=(TextBlock(text=reply),)) if isinstance(reply, str) else reply
+    )
     return ModelResponse(
         message=message,
         stop_reason="tool_use" if message.tool_uses else "end_turn",

@@ -68,7 +68,9 @@ class AgentTool(ArgsTool):
     """Starting an agent changes nothing by itself, so it needs no approval: every call
     the child makes is checked under a policy with no more latitude than this one's."""
 
-    def __init__(self, *, fork_available: bool, agent_types: Sequence[tuple[str, str]] = ()) -> None:
+    def __init__(
+        self, *, fork_available: bool, agent_types: Sequence[tuple[str, str]] = ()
+    ) -> None:
         self.fork_available = fork_available
         listing = "\n".join(f"- {name}: {desc}" for name, desc in agent_types)
         guidance = _GUIDANCE if fork_available else _GUIDANCE.split("\n\nUse fork")[0]

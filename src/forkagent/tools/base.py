@@ -54,7 +54,9 @@ class Tool(ABC):
         """Run the tool. Raise ``ToolError`` for an error the model should see."""
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
+        return ToolSpec(
+            name=self.name, description=self.description, input_schema=self.input_schema
+        )
 
 
 class ArgsTool(Tool):
@@ -89,9 +91,7 @@ def clean_schema(schema: dict[str, Any]) -> dict[str, JsonValue]:
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
             return {
-                k: walk(v)
-                for k, v in node.items()
-                if not (k == "title" and isinstance(v, str))
+                k: walk(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))
             }
         if isinstance(node, list):
             return [walk(v) for v in node]
