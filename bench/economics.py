@@ -29,8 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from forkagent import RuntimeOptions
-from forkagent._orchestration.fanout import FanoutMode
+from forkagent import FanoutMode, RuntimeOptions
 from forkagent.emulator import EmulatedRequest, Emulator, Policy, Reply, ToolCall, tokens
 from forkagent.telemetry import Comparison, EconomicsRecorder
 

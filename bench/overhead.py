@@ -114,7 +114,7 @@ def fork_build(cwd: Path, forks: int, copies: int) -> tuple[float, float, float,
     parent = session.root
     parent.messages = _history(HISTORY_MESSAGES)
     parent.last_request = parent.build_request()
-    runtime = session.runtime
+    runtime = session._runtime
 
     def fork(n: int) -> ModelRequest:
         return runtime.build_fork(parent, f"Review module {n}.").build_request()
@@ -201,7 +201,7 @@ async def cancel_latency(cwd: Path, branches: int, leaves: int) -> tuple[int, fl
     emulator = Emulator(latency=NO_LATENCY, policy=_tree_policy(branches, leaves))
     options = RuntimeOptions(max_agents=agents, resume_on_notification=False)
     session: Session = offline_agent(emulator, cwd, options, track).session()
-    tasks = session.runtime.tasks
+    tasks = session._runtime.tasks
     try:
         await session.send("Split the work.")
         await asyncio.wait_for(everyone_waits.wait(), 60)

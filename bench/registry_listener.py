@@ -20,12 +20,11 @@ import time
 from pathlib import Path
 
 from forkagent import Agent, RuntimeOptions
-from forkagent._orchestration.fork import is_fork_history
 from forkagent.events import Event
 from forkagent.messages import AssistantMessage
 from forkagent.models import ModelResponse
 from forkagent.requests import ModelRequest
-from forkagent.testing import FunctionModel, reply, tool_call
+from forkagent.testing import FunctionModel, is_fork_history, reply, tool_call
 from forkagent.tools import tool
 from forkagent.usage import Usage
 
@@ -74,14 +73,14 @@ async def one_run(children: int, registry: bool, home: Path) -> tuple[float, flo
     )
     spent: list[float] = []
     async with agent.session() as session:
-        recorder = session.runtime.listeners[0]
+        recorder = session._runtime.listeners[0]
 
         def timed(event: Event) -> None:
             start = time.perf_counter()
             recorder(event)
             spent.append(time.perf_counter() - start)
 
-        session.runtime.listeners[0] = timed
+        session._runtime.listeners[0] = timed
         await session.send("go", wait_for_background=True)
     return sum(spent), max(spent), len(spent)
 

@@ -12,6 +12,7 @@ from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._orchestration.budget import Limits
+    from ._orchestration.fanout import FanoutMode
     from ._orchestration.routing import ForkGate
     from ._orchestration.runtime import RuntimeOptions
     from ._orchestration.tasks import AgentTask, TaskResult
@@ -45,6 +46,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "._orchestration.budget": ("Limits",),
+        "._orchestration.fanout": ("FanoutMode",),
         "._orchestration.routing": ("ForkGate",),
         "._orchestration.runtime": ("RuntimeOptions",),
         "._orchestration.tasks": (
@@ -105,6 +107,7 @@ __all__ = [
     "AssistantMessage",
     "BudgetExceededError",
     "ConfigurationError",
+    "FanoutMode",
     "ForkGate",
     "ForkagentError",
     "ImageBlock",

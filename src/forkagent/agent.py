@@ -14,11 +14,9 @@ from ._orchestration.loop import AgentRun, close_pending, run_loop
 from ._orchestration.named import NamedAgents
 from ._orchestration.prompt import DEFAULT_SYSTEM_PROMPT, render_system_prompt
 from ._orchestration.recording import Recorder
-from ._orchestration.registry import Registry
 from ._orchestration.routing import ForkGate
 from ._orchestration.runtime import Runtime, RuntimeOptions
 from ._orchestration.tasks import AgentTask, TaskResult
-from ._orchestration.transcript import Transcript, read_transcript
 from .agents import AgentCatalog, AgentDefinition
 from .errors import AgentLimitError, ConfigurationError
 from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
@@ -28,6 +26,8 @@ from .models import Model, resolve_model
 from .permissions import PermissionPolicy
 from .pricing import cost
 from .requests import ModelSettings
+from .state.registry import Registry
+from .state.transcript import Transcript, read_transcript
 from .tools.agent_tool import AgentTool
 from .tools.base import Tool, ToolLike, as_tool
 from .tools.builtin import builtin_tools
@@ -219,13 +219,13 @@ class Session:
         catalog = agent.catalog()
         tools = _assemble_tools(agent, options, catalog)
         named = NamedAgents(catalog, tools)
-        self.runtime = Runtime(
+        self._runtime = Runtime(
             options=options,
             tree_budget=Budget(agent.tree_limits),
             named_builder=named.build,
             listeners=[*agent.listeners, *extra_listeners],
         )
-        root_id = resume.header.agent_id if resume else self.runtime.new_id("main")
+        root_id = resume.header.agent_id if resume else self._runtime.new_id("main")
         settings = agent.settings
         if settings.cache_key is None:
             # One routing key for the whole tree: children inherit it (LESSONS 16).
@@ -238,7 +238,7 @@ class Session:
             tool_specs=tuple(t.spec() for t in tools),
             settings=settings,
             cwd=cwd,
-            budget=self.runtime.tree_budget.child(agent.limits),
+            budget=self._runtime.tree_budget.child(agent.limits),
             timeout=agent.request_timeout,
             hooks=_session_hooks(agent, cwd),
             policy=agent.permissions,
@@ -252,16 +252,16 @@ class Session:
                 header.settings,
             )
             root.messages = list(resume.messages)
-        self.root = self.runtime.adopt(root)
+        self.root = self._runtime.adopt(root)
         if resume is not None:
             self._seed_cache_monitor(resume)
         if not isinstance(agent.model, Model):
-            self.runtime.owned_models.append(model)
-        self.runtime.on_notification = self._on_notification
+            self._runtime.owned_models.append(model)
+        self._runtime.on_notification = self._on_notification
         registry = Registry() if agent.registry is None else agent.registry or None
-        self.recorder = Recorder(self.runtime.runs, root_id, registry, not agent.skip_transcript)
-        self.runtime.listeners.insert(0, self.recorder)
-        self.runtime.emit(AgentStarted(root_id, None, "main", "main", False))
+        self.recorder = Recorder(self._runtime.runs, root_id, registry, not agent.skip_transcript)
+        self._runtime.listeners.insert(0, self.recorder)
+        self._runtime.emit(AgentStarted(root_id, None, "main", "main", False))
         self._stop_poller: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._resumes: set[asyncio.Task[None]] = set()
@@ -298,7 +298,7 @@ class Session:
             return  # it never had an answer: its first request is cold
         request = self.root.build_request().model_copy(update={"messages": answered.messages})
         age = time.time() - answered.at.timestamp()
-        self.runtime.cache_monitor.seed(self.root.id, request, age=age)
+        self._runtime.cache_monitor.seed(self.root.id, request, age=age)
 
     async def proceed(self) -> RunResult:
         """Run the main agent from where its history stands (after a resume)."""
@@ -334,7 +334,7 @@ class Session:
             self._stop_poller = asyncio.create_task(self._poll_stop_requests())
         try:
             async with asyncio.timeout(self.root.budget.limits.max_seconds):
-                outcome = await (self.runtime.drive(self.root) if drive else run_loop(self.root))
+                outcome = await (self._runtime.drive(self.root) if drive else run_loop(self.root))
             self._status, self._error = outcome.status, outcome.error
         except TimeoutError:
             self._status, self._error = "timed_out", "the main agent ran out of time"
@@ -345,7 +345,7 @@ class Session:
     def _finish(self) -> None:
         """Report how the main agent ended (its transcript and registry row record it)."""
         self._finished = True
-        self.runtime.emit(AgentFinished(self.root.id, self._status, self.root.output, self._error))
+        self._runtime.emit(AgentFinished(self.root.id, self._status, self.root.output, self._error))
 
     async def _poll_stop_requests(self, interval: float = 0.5) -> None:
         """Honour ``forkagent stop ID`` from other processes."""
@@ -353,7 +353,7 @@ class Session:
         assert registry is not None
         while True:
             await asyncio.sleep(interval)
-            for task in list(self.runtime.tasks.values()):
+            for task in list(self._runtime.tasks.values()):
                 if not task.done and await asyncio.to_thread(registry.stop_requested, task.id):
                     task.cancel()
 
@@ -369,7 +369,7 @@ class Session:
         handles (waited for too, without ``background``).
         """
         try:
-            tasks = self.runtime.fork_many(self.root, directives, background=background)
+            tasks = self._runtime.fork_many(self.root, directives, background=background)
         except AgentLimitError as exc:
             if not background:
                 await asyncio.gather(*(t.wait() for t in exc.started))
@@ -379,19 +379,19 @@ class Session:
         return tasks
 
     def task(self, task_id: str) -> AgentTask:
-        return self.runtime.task(task_id)
+        return self._runtime.task(task_id)
 
     def move_to_background(self, task_id: str) -> None:
-        self.runtime.task(task_id).move_to_background()
+        self._runtime.task(task_id).move_to_background()
 
     def cancel(self, task_id: str) -> None:
         """Stop one child (and its own children) by id."""
-        self.runtime.task(task_id).cancel()
+        self._runtime.task(task_id).cancel()
 
     async def idle(self) -> None:
         """Wait until no child runs and every notification has been answered."""
         while True:
-            await self.runtime.settle()
+            await self._runtime.settle()
             if not self._resumes:
                 return
             await asyncio.gather(*self._resumes)
@@ -399,11 +399,11 @@ class Session:
     async def aclose(self) -> None:
         """Cancel every child still running and wait for them to stop."""
         # The cancelled children's reports must not start a new main-agent turn.
-        self.runtime.on_notification = None
-        self.runtime.cancel_all()
+        self._runtime.on_notification = None
+        self._runtime.cancel_all()
         for resume in self._resumes:
             resume.cancel()
-        await self.runtime.settle()
+        await self._runtime.settle()
         await asyncio.gather(*self._resumes, return_exceptions=True)
         if self._stop_poller is not None:
             self._stop_poller.cancel()
@@ -413,7 +413,7 @@ class Session:
             # or its registry row would stay "running" and later read as lost.
             self._finish()
         await asyncio.to_thread(self.recorder.close)  # waits for the queued registry writes
-        await self.runtime.close_models()
+        await self._runtime.close_models()
 
     def result(self) -> RunResult:
         return RunResult(
@@ -426,7 +426,7 @@ class Session:
         )
 
     def _summaries(self) -> list[AgentSummary]:
-        tasks = self.runtime.tasks
+        tasks = self._runtime.tasks
         return [
             AgentSummary(
                 id=run.id,
@@ -439,11 +439,11 @@ class Session:
                 usage=run.usage,
                 turns=run.turns,
             )
-            for run in self.runtime.runs.values()
+            for run in self._runtime.runs.values()
         ]
 
     def _on_notification(self, run: AgentRun) -> None:
-        if not self.runtime.options.resume_on_notification or self._lock.locked():
+        if not self._runtime.options.resume_on_notification or self._lock.locked():
             return  # a running turn picks it up at its next boundary
         resume = asyncio.create_task(self._resume())
         self._resumes.add(resume)

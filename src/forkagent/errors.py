@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
-if TYPE_CHECKING:
-    from ._orchestration.tasks import AgentTask
+_Handle = TypeVar("_Handle")
 
 
 class ForkagentError(Exception):
@@ -94,16 +93,16 @@ class AgentSpawnError(ForkagentError):
     """An agent could not be started (guard, unknown type, bad definition...)."""
 
 
-class AgentLimitError(AgentSpawnError):
+class AgentLimitError(AgentSpawnError, Generic[_Handle]):
     """``Session.fork`` was given more directives than the tree's ``max_agents`` leaves.
 
     The first ones, up to the limit, were started: their handles are in
     ``started`` (already finished if the fork was not in the background).
+    The handle type is a parameter so that this base module needs nothing from
+    the runtime: ``Session.fork`` raises ``AgentLimitError[AgentTask]``.
     """
 
-    def __init__(
-        self, message: str, *, started: Sequence[AgentTask], refused: Sequence[str]
-    ) -> None:
+    def __init__(self, message: str, *, started: Sequence[_Handle], refused: Sequence[str]) -> None:
         super().__init__(message)
         self.started = list(started)
         self.refused = list(refused)

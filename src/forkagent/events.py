@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
 
 from .messages import JsonValue
 from .models.base import ModelResponse
@@ -13,9 +13,15 @@ if TYPE_CHECKING:  # telemetry imports this module: a runtime import would be a 
     from .telemetry.cache import CacheReport
 
 AgentKind: TypeAlias = Literal["main", "fork", "named"]
-AgentStatus: TypeAlias = Literal[
-    "running", "completed", "failed", "cancelled", "timed_out", "budget_exceeded"
-]
+FinalStatus: TypeAlias = Literal["completed", "failed", "cancelled", "timed_out", "budget_exceeded"]
+"""How an agent ended. The one vocabulary: tasks, events, transcripts and the registry all use it."""
+AgentStatus: TypeAlias = Literal["running", FinalStatus]
+TranscriptStatus: TypeAlias = Literal[AgentStatus, "background"]
+"""``background``: a sync child was moved to the background and keeps running."""
+RecordStatus: TypeAlias = Literal[AgentStatus, "lost"]
+"""``lost``: the owning process ended without reporting how the agent ended."""
+FINAL_STATUSES: frozenset[str] = frozenset({*get_args(FinalStatus), "lost"})
+"""Every status after which nothing more happens to the agent."""
 
 
 @dataclass(frozen=True, slots=True)

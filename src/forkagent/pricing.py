@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .models import split_base_url
+from ._spec import split_base_url
 from .usage import Usage
 
 _DATE_SUFFIX = re.compile(r"-\d{8}$")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+from ._orchestration.fork import FORK_TAG, is_fork_history
+from ._orchestration.notify import NOTIFICATION_TAG
 from .messages import AssistantMessage, JsonValue, TextBlock, ToolUseBlock
 from .models.function import FunctionModel, ScriptedModel
 
@@ -22,4 +24,12 @@ def reply(*parts: str | ToolUseBlock) -> AssistantMessage:
     )
 
 
-__all__ = ["FunctionModel", "ScriptedModel", "reply", "tool_call"]
+__all__ = [
+    "FORK_TAG",
+    "NOTIFICATION_TAG",
+    "FunctionModel",
+    "ScriptedModel",
+    "is_fork_history",
+    "reply",
+    "tool_call",
+]

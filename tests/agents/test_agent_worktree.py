@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from forkagent._orchestration.worktree import (
+from forkagent.errors import ConfigurationError
+from forkagent.state.worktrees import (
     _META_FILE,
     WorktreeResult,
     create_worktree,
@@ -16,7 +17,6 @@ from forkagent._orchestration.worktree import (
     sweep_worktrees,
     worktree_notice,
 )
-from forkagent.errors import ConfigurationError
 
 
 def git(repo: Path, *args: str) -> str:

@@ -13,18 +13,18 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from forkagent._orchestration.registry import Registry
-from forkagent._orchestration.transcript import (
-    TranscriptHeader,
-    TranscriptWriter,
-    read_transcript,
-)
 from forkagent.agent import Agent
 from forkagent.cli import app
 from forkagent.cli.live import AgentBoard
 from forkagent.emulator import Emulator
 from forkagent.messages import user
 from forkagent.models.emulator import EmulatorModel
+from forkagent.state.registry import Registry
+from forkagent.state.transcript import (
+    TranscriptHeader,
+    TranscriptWriter,
+    read_transcript,
+)
 
 runner = CliRunner()
 PLAN = "Read the code and plan the review."

@@ -14,8 +14,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from forkagent._orchestration.registry import AgentRecord, Registry
-from forkagent._orchestration.transcript import TranscriptHeader, TranscriptWriter
 from forkagent.cli.tasks import register
 from forkagent.messages import (
     ImageBlock,
@@ -27,6 +25,8 @@ from forkagent.messages import (
     tool_result,
     user,
 )
+from forkagent.state.registry import AgentRecord, Registry
+from forkagent.state.transcript import TranscriptHeader, TranscriptWriter
 from forkagent.usage import Usage
 
 runner = CliRunner()

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from forkagent import Agent, RunResult, Session
-from forkagent._orchestration.registry import Registry
-from forkagent._orchestration.transcript import read_transcript
 from forkagent.emulator import Emulator, Latency, Reply, ToolCall, serve
 from forkagent.emulator.server import RunningServer
 from forkagent.messages import ToolResultBlock, UserMessage
+from forkagent.state.registry import Registry
+from forkagent.state.transcript import read_transcript
 
 MODEL = "anthropic:claude-sonnet-4-6"
 CHILD = """

@@ -15,8 +15,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from forkagent import Agent, Session
-from forkagent._orchestration.registry import Registry
-from forkagent._orchestration.transcript import read_transcript
 from forkagent.emulator import Emulator, RunningServer
 from forkagent.errors import ConfigurationError
 from forkagent.models import anthropic, gemini, known_providers, resolve_model
@@ -25,6 +23,8 @@ from forkagent.models._transport import Endpoint
 from forkagent.models.compat import DASHSCOPE, DEEPSEEK, LLAMACPP, OPENAI_COMPAT, SGLANG, VLLM
 from forkagent.models.openai import OPENAI, OpenAIModel
 from forkagent.pricing import price_for
+from forkagent.state.registry import Registry
+from forkagent.state.transcript import read_transcript
 
 SECRET = "sk-secret-never-in-a-spec"
 

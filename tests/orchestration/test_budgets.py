@@ -71,7 +71,7 @@ async def _fork_one(
     )
     async with agent.session() as session:
         result = await session.send("go")
-        [task] = session.runtime.tasks.values()
+        [task] = session._runtime.tasks.values()
     return result, task, model
 
 
@@ -100,7 +100,7 @@ async def test_a_named_agents_turn_limit(tmp_path: Path) -> None:
     )
     async with agent.session() as session:
         await session.send("go")
-        [task] = session.runtime.tasks.values()
+        [task] = session._runtime.tasks.values()
     assert task.kind == "named"
     assert (task.status, task.result.turns, task.result.output) == (
         "budget_exceeded",
@@ -186,8 +186,8 @@ async def test_a_tree_token_budget_is_shared_by_the_children(tmp_path: Path) -> 
     )
     async with agent.session() as session:
         result = await session.send("go")
-        tasks = list(session.runtime.tasks.values())
-        tree_tokens = session.runtime.tree_budget.tokens
+        tasks = list(session._runtime.tasks.values())
+        tree_tokens = session._runtime.tree_budget.tokens
     assert {t.status for t in tasks} == {"budget_exceeded"}
     child_turns = [t.result.turns for t in tasks]
     # Alone, each child could have run 10 turns; together they shared 9 after the root's one.
@@ -211,7 +211,7 @@ async def test_a_tree_turn_budget_is_shared_by_the_children(tmp_path: Path) -> N
     )
     async with agent.session() as session:
         result = await session.send("go")
-        tasks = list(session.runtime.tasks.values())
+        tasks = list(session._runtime.tasks.values())
     total = 1 + sum(t.result.turns for t in tasks)
     assert total <= 6 + 1  # one concurrent overshoot at most
     assert {t.status for t in tasks} == {"budget_exceeded"}

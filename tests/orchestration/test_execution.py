@@ -425,7 +425,7 @@ async def test_closing_the_session_cancels_a_100_agent_tree_promptly(tmp_path: P
     session = agent.session()
     await session.send("go")
     await _until(lambda: len(sleeping) == 90, seconds=20)
-    runtime = session.runtime
+    runtime = session._runtime
     assert len(runtime.tasks) == 100
     sent_before_close = len(model.requests)
     async with asyncio.timeout(10):

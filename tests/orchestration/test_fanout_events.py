@@ -13,7 +13,6 @@ from forkagent import Agent, RuntimeOptions
 from forkagent._orchestration import runtime as runtime_module
 from forkagent._orchestration.fork import cache_key_hash
 from forkagent._orchestration.tasks import AgentTask
-from forkagent._orchestration.transcript import UsageEntry, read_transcript, transcript_path
 from forkagent.emulator import Emulator, Latency
 from forkagent.emulator.timing import NO_LATENCY
 from forkagent.events import Event, RequestSent, ResponseReceived
@@ -22,6 +21,7 @@ from forkagent.models.emulator import EmulatorModel
 from forkagent.models.function import FunctionModel
 from forkagent.pricing import price_for
 from forkagent.requests import ModelRequest, ModelSettings, ThinkingConfig
+from forkagent.state.transcript import UsageEntry, read_transcript, transcript_path
 from forkagent.telemetry import EconomicsRecorder, Listener, UsageRecorder
 from forkagent.usage import Usage
 
@@ -80,7 +80,7 @@ async def test_a_prewarm_is_billed_to_the_first_child_and_seen_by_every_listener
     async with _prewarm_agent(emulator, tmp_path, events, usage, economics).session() as session:
         await session.send(CONTEXT)
         await session.fork(["check a", "check b", "check c"])
-        runtime, root_id = session.runtime, session.root.id
+        runtime, root_id = session._runtime, session.root.id
 
     served = sum((e.usage for e in emulator.log if e.usage is not None), Usage())
     assert served.requests == 5  # the parent, the pre-warm and three children
@@ -163,7 +163,7 @@ async def test_ending_a_child_does_not_walk_every_task_of_the_tree(tmp_path: Pat
         agent = make_agent(FunctionModel(lambda r: "done"), tmp_path)
         async with agent.session() as session:
             tasks = _CountingTasks()
-            session.runtime.tasks = tasks
+            session._runtime.tasks = tasks
             await session.send("plan")
             children = await session.fork([f"part {n}" for n in range(forks)], background=True)
             await asyncio.gather(*(child.wait() for child in children))

@@ -263,7 +263,7 @@ async def test_a_fork_without_snapshot_says_it_shares_no_cache(tmp_path: Path) -
     child = task.run
     assert child.system == root.system
     assert child.tool_specs is root.tool_specs
-    details = session.runtime.fork_details(child, root)
+    details = session._runtime.fork_details(child, root)
     assert details["shares_cache"] is False
     assert "not sent a request" in str(details["note"])
     assert task.result is not None
@@ -284,7 +284,7 @@ async def test_a_fork_uses_the_snapshot_not_a_fresh_rendering(tmp_path: Path) ->
     assert child_request.system == snapshot.system
     assert child_request.tools is snapshot.tools
     assert child_request.settings == snapshot.settings
-    details = session.runtime.fork_details(task.run, session.root)
+    details = session._runtime.fork_details(task.run, session.root)
     assert details["shares_cache"] is True
     assert details["cache_key_hash"] == cache_key_hash(snapshot)
     await session.aclose()

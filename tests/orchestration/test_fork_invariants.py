@@ -214,7 +214,7 @@ async def run_scenario(scenario: Scenario, cwd: Path) -> Outcome:
                 session.root.append(scenario.trailing)
             tasks = await session.fork(list(scenario.directives))
             assert all(t.status == "completed" for t in tasks)
-        assert len(session.runtime.tasks) == len(scenario.directives)
+        assert len(session._runtime.tasks) == len(scenario.directives)
     parent_last = model.requests[0]
     assert parent_last.messages == scenario.history
     children = [r for r in model.requests if is_fork_history(r.messages)]

@@ -52,7 +52,7 @@ async def test_a_fork_child_that_tries_100_spawns_starts_nothing(tmp_path: Path)
     agent = make_agent(model, tmp_path, subagents=True, listeners=[events])
     async with agent.session() as session:
         result = await session.send("go", wait_for_background=True)
-        runtime = session.runtime
+        runtime = session._runtime
         assert len(runtime.tasks) == 1
         [fork] = runtime.tasks.values()
         assert runtime.spawned == 1
@@ -80,7 +80,7 @@ async def test_the_fork_child_keeps_the_exact_tool_array(tmp_path: Path) -> None
     model = tree_model([reply(tool_call("Agent", id="f", prompt="x", fork=True))], fork=child)  # type: ignore[arg-type]
     async with make_agent(model, tmp_path, subagents=True, listeners=[events]).session() as session:
         await session.send("go")
-        [task] = session.runtime.tasks.values()
+        [task] = session._runtime.tasks.values()
         assert task.run.tool_specs is session.root.tool_specs  # the very same tuple
         assert task.run.tools is session.root.tools
     root_request = model.requests[0]
@@ -101,8 +101,8 @@ async def test_programmatic_forks_from_a_fork_are_refused(tmp_path: Path) -> Non
         await session.send("hi")
         [child] = await session.fork(["look"])
         with pytest.raises(AgentSpawnError, match="forked child"):
-            session.runtime.fork_many(child.run, ["again"], background=False)
-        assert len(session.runtime.tasks) == 1
+            session._runtime.fork_many(child.run, ["again"], background=False)
+        assert len(session._runtime.tasks) == 1
 
 
 @pytest.mark.parametrize(
@@ -155,7 +155,7 @@ async def test_named_agents_nest_only_to_the_depth_limit(tmp_path: Path, max_dep
     )
     async with agent.session() as session:
         await session.send("go")
-        runs = [t.run for t in session.runtime.tasks.values()]
+        runs = [t.run for t in session._runtime.tasks.values()]
     assert len(runs) == max_depth
     assert sorted(r.depth for r in runs) == list(range(1, max_depth + 1))
     deepest = max(runs, key=lambda r: r.depth)
@@ -197,7 +197,7 @@ async def test_the_agent_limit_counts_spawns_at_every_depth(tmp_path: Path) -> N
     )
     async with agent.session() as session:
         await session.send("go")
-        assert session.runtime.spawned == 3
+        assert session._runtime.spawned == 3
     assert len([e for e in events.started if e.parent_id is not None]) == 3
 
 
@@ -206,14 +206,14 @@ async def test_the_history_scan_backs_up_the_structural_marker(tmp_path: Path) -
     model = tree_model(["hello"])
     async with make_agent(model, tmp_path, subagents=True).session() as session:
         await session.send("hi")
-        child = session.runtime.build_fork(session.root, "look around")
+        child = session._runtime.build_fork(session.root, "look around")
         assert child.is_fork
         child.is_fork = False
         with pytest.raises(ToolError, match="forked child"):
-            await session.runtime.spawn(child, SpawnRequest(prompt="x", fork=True))
+            await session._runtime.spawn(child, SpawnRequest(prompt="x", fork=True))
         with pytest.raises(ToolError, match="forked child"):
-            await session.runtime.spawn(child, SpawnRequest(prompt="x", subagent_type="Explore"))
-        assert session.runtime.tasks == {}
+            await session._runtime.spawn(child, SpawnRequest(prompt="x", subagent_type="Explore"))
+        assert session._runtime.tasks == {}
 
 
 @pytest.mark.parametrize("background", [False, True])
@@ -229,13 +229,13 @@ async def test_session_fork_starts_what_the_limit_allows_and_refuses_the_rest(
             await session.fork(["a", "b", "c", "d"], background=background)
         assert refused.value.refused == ["c", "d"]
         assert [t.label for t in refused.value.started] == ["a", "b"]
-        assert session.runtime.spawned == 3
+        assert session._runtime.spawned == 3
         results = [await t.wait() for t in refused.value.started]
         assert [r.status for r in results] == ["completed", "completed"]
         with pytest.raises(AgentLimitError) as none_left:
             await session.fork(["e"])
         assert (none_left.value.started, none_left.value.refused) == ([], ["e"])
-        assert len(session.runtime.tasks) == 3
+        assert len(session._runtime.tasks) == 3
 
 
 async def test_agent_calls_waiting_on_start_hooks_cannot_pass_the_limit(tmp_path: Path) -> None:

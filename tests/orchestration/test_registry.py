@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from forkagent import Agent
-from forkagent._orchestration import registry as registry_module
-from forkagent._orchestration.registry import (
+from forkagent.state import registry as registry_module
+from forkagent.state.registry import (
     AgentRecord,
     Registry,
     RegistryError,
@@ -228,7 +228,7 @@ def test_mark_lost_only_touches_dead_processes_on_this_host(registry: Registry) 
 _WORKER = textwrap.dedent(
     """
     import sys
-    from forkagent._orchestration.registry import AgentRecord, Registry
+    from forkagent.state.registry import AgentRecord, Registry
 
     registry = Registry(sys.argv[1])
     name = sys.argv[2]
@@ -336,7 +336,7 @@ def test_the_writer_logs_a_failed_write_and_goes_on(
 _UNCLOSED = textwrap.dedent(
     """
     import sys
-    from forkagent._orchestration.registry import AgentRecord, Registry, RegistryWriter
+    from forkagent.state.registry import AgentRecord, Registry, RegistryWriter
 
     registry = Registry(sys.argv[1])
     writer = RegistryWriter(registry)

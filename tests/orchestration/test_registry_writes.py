@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from forkagent._orchestration.registry import AgentRecord, Registry, RegistryError
+from forkagent.state.registry import AgentRecord, Registry, RegistryError
 from forkagent.testing import reply, tool_call
 from forkagent.tools import tool
 
@@ -40,7 +40,7 @@ async def test_the_event_loop_never_waits_on_a_registry_write(tmp_path: Path) ->
     agent = make_agent(model, tmp_path, subagents=True, registry=registry)
     async with agent.session() as session:
         await session.send("go")
-        ids = list(session.runtime.runs)
+        ids = list(session._runtime.runs)
     loop_thread = threading.get_ident()
     writers = {thread for thread, _, _ in registry.writes}
     assert len(writers) == 1  # one thread, so one order
@@ -98,7 +98,7 @@ async def test_a_failing_registry_write_is_logged_and_the_run_goes_on(
     agent = make_agent(
         model, tmp_path, subagents=True, registry=BrokenRegistry(tmp_path / "registry.db")
     )
-    with caplog.at_level(logging.ERROR, logger="forkagent._orchestration.registry"):
+    with caplog.at_level(logging.ERROR, logger="forkagent.state.registry"):
         result = await agent.run("go")
     assert result.status == "completed"
     assert result.output == "root done"

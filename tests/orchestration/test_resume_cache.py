@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 
 from forkagent import Agent, Session
-from forkagent._orchestration.transcript import (
+from forkagent.emulator import Emulator, use_emulator
+from forkagent.emulator.timing import VirtualClock
+from forkagent.events import CacheReported, Event
+from forkagent.messages import assistant, user
+from forkagent.state.transcript import (
     TranscriptHeader,
     TranscriptWriter,
     read_transcript,
     transcript_path,
 )
-from forkagent.emulator import Emulator, use_emulator
-from forkagent.emulator.timing import VirtualClock
-from forkagent.events import CacheReported, Event
-from forkagent.messages import assistant, user
 
 MODEL = "emulator:claude-sonnet-4-5"
 PROMPT = "Review this code.\n" + "def f(x):\n    return x * 2\n" * 300

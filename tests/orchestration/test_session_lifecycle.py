@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from forkagent import Agent, ConfigurationError, ForkGate, Limits, RuntimeOptions, Session
-from forkagent._orchestration.registry import Registry
-from forkagent._orchestration.transcript import read_transcript
+from forkagent.state.registry import Registry
+from forkagent.state.transcript import read_transcript
 
 
 def echo_agent(cwd: Path) -> Agent:

@@ -15,18 +15,7 @@ from hypothesis import strategies as st
 
 from forkagent._orchestration.budget import Budget
 from forkagent._orchestration.loop import AgentRun, run_loop
-from forkagent._orchestration.transcript import (
-    FORMAT_VERSION,
-    MessageEntry,
-    StatusEntry,
-    TranscriptError,
-    TranscriptHeader,
-    TranscriptTail,
-    TranscriptWriter,
-    read_transcript,
-    state_dir,
-    transcript_path,
-)
+from forkagent._orchestration.recording import header_for
 from forkagent.events import (
     AgentFinished,
     AgentMovedToBackground,
@@ -51,6 +40,18 @@ from forkagent.messages import (
 from forkagent.models.base import ModelResponse
 from forkagent.models.function import ScriptedModel
 from forkagent.requests import BlockPosition, ModelRequest, ModelSettings, ThinkingConfig, ToolSpec
+from forkagent.state.transcript import (
+    FORMAT_VERSION,
+    MessageEntry,
+    StatusEntry,
+    TranscriptError,
+    TranscriptHeader,
+    TranscriptTail,
+    TranscriptWriter,
+    read_transcript,
+    state_dir,
+    transcript_path,
+)
 from forkagent.tools.base import FunctionTool
 from forkagent.usage import Usage
 
@@ -205,7 +206,7 @@ async def test_a_request_rebuilt_from_the_transcript_is_byte_identical(tmp_path:
     )
     path = tmp_path / "main.jsonl"
     with TranscriptWriter(path) as writer:
-        writer.header(TranscriptHeader.for_run(run, root_id=run.id))
+        writer.header(header_for(run, root_id=run.id))
         run.emit = writer.on_event
         await run_loop(run)
         writer.sync(run.messages)
@@ -402,7 +403,7 @@ def test_bad_headers_are_explained(tmp_path: Path, content: str, problem: str) -
 _KILLED_WRITER = textwrap.dedent(
     """
     import sys
-    from forkagent._orchestration.transcript import TranscriptHeader, TranscriptWriter
+    from forkagent.state.transcript import TranscriptHeader, TranscriptWriter
     from forkagent.messages import assistant, user
 
     writer = TranscriptWriter(sys.argv[1])

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
 from ..pricing import cost
+from ..state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
+from ..state.transcript import TranscriptHeader, TranscriptWriter, transcript_path
 from .loop import AgentRun
-from .registry import AgentRecord, Registry, RegistryWriter, own_process_start
-from .transcript import TranscriptHeader, TranscriptWriter, transcript_path
 
 
 @dataclass(eq=False)
@@ -47,9 +47,7 @@ class Recorder:
         if path is not None:
             writer = TranscriptWriter(path)
             if not writer.header_written:
-                writer.header(
-                    TranscriptHeader.for_run(run, root_id=self.root_id, background=background)
-                )
+                writer.header(header_for(run, root_id=self.root_id, background=background))
             self.writers[run.id] = writer
             writer.sync(run.messages)
             run.on_change = lambda changed: writer.sync(changed.messages)
@@ -94,3 +92,21 @@ class Recorder:
             writer.close()
         if self.registry_writes is not None:
             self.registry_writes.close()
+
+
+def header_for(run: AgentRun, *, root_id: str, background: bool = False) -> TranscriptHeader:
+    """The header of a live run, taken from what its requests are built from."""
+    return TranscriptHeader(
+        agent_id=run.id,
+        parent_id=run.parent_id,
+        root_id=root_id,
+        kind=run.kind,
+        label=run.label,
+        model=run.model.spec,
+        system=run.system,
+        tools=run.tool_specs,
+        settings=run.settings,
+        cwd=str(run.cwd),
+        shared_prefix_end=run.shared_prefix_end,
+        background=background,
+    )

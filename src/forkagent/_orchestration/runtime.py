@@ -20,6 +20,7 @@ from ..hooks import HookEvent
 from ..messages import JsonValue, TextBlock
 from ..models.base import Model
 from ..requests import ModelRequest
+from ..state.worktrees import create_worktree, finish_worktree, worktree_notice
 from ..telemetry.monitor import CacheMonitor
 from .budget import Budget, Limits, require_price
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
@@ -34,7 +35,6 @@ from .notify import (
 )
 from .routing import ForkGate, Route, decide_route
 from .tasks import AgentTask, TaskResult
-from .worktree import create_worktree, finish_worktree, worktree_notice
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,10 @@ from typing import Annotated
 
 import typer
 
-from .._orchestration.transcript import CacheEntry, Transcript, read_transcript
 from ..messages import JsonValue
+from ..state.transcript import CacheEntry, Transcript, read_transcript
 from ..telemetry.cache import CacheReport
-from .tasks import UNREADABLE, JsonOption, RegistryOption, _errors, _locate
+from .tasks import UNREADABLE, JsonOption, RegistryOption, locate_transcript, user_errors
 
 
 def explain_command(
@@ -29,8 +29,8 @@ def explain_command(
     registry: RegistryOption = None,
 ) -> None:
     """Explain each request's cache use: hit or miss, tokens read, and why it missed."""
-    with _errors():
-        path, _, _ = _locate(agent, registry)
+    with user_errors():
+        path, _, _ = locate_transcript(agent, registry)
         transcripts = _subtree(path) if tree else [read_transcript(path)]
     if as_json:
         typer.echo(json.dumps({"agents": [_agent_json(t) for t in transcripts]}, indent=2))

@@ -19,9 +19,9 @@ def resume_command(
     ] = None,
 ) -> None:
     """Continue an agent from its transcript; its cached prefix is re-used as it was."""
-    from .._orchestration.registry import Registry
     from ..agent import Agent, Session
     from ..errors import ForkagentError
+    from ..state.registry import Registry
 
     console = Console()
     try:

@@ -35,7 +35,7 @@ def run_command(
     ] = "default",
 ) -> None:
     """Run an agent on PROMPT and show its tree of sub-agents as it works."""
-    from .._orchestration.budget import Limits
+    from .. import Limits
     from ..agent import Agent
     from ..errors import ForkagentError
     from ..permissions import PermissionMode, PermissionPolicy

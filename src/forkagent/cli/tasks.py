@@ -20,8 +20,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._orchestration.registry import AgentRecord, Registry, RegistryError
-from .._orchestration.transcript import (
+from ..messages import (
+    ContentBlock,
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+from ..state.registry import AgentRecord, Registry, RegistryError
+from ..state.transcript import (
     CacheEntry,
     Entry,
     MessageEntry,
@@ -32,15 +41,6 @@ from .._orchestration.transcript import (
     TruncateEntry,
     UsageEntry,
     read_transcript,
-)
-from ..messages import (
-    ContentBlock,
-    ImageBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    UserMessage,
 )
 from ..usage import Usage
 
@@ -77,7 +77,7 @@ def ps(
     registry: RegistryOption = None,
 ) -> None:
     """Running and recent agents: status, turns, tokens, cache hits and cost."""
-    with _errors():
+    with user_errors():
         store = Registry(registry)
         store.mark_lost()
         limit = None if show_all else 50
@@ -169,8 +169,8 @@ def logs(
     registry: RegistryOption = None,
 ) -> None:
     """Print an agent's transcript: messages, tool calls, usage and status."""
-    with _errors():
-        path, record, store = _locate(agent, registry)
+    with user_errors():
+        path, record, store = locate_transcript(agent, registry)
         if follow:
             _follow(path, as_json, interval, record, store)
             return
@@ -180,7 +180,9 @@ def logs(
         typer.echo("(the last line was incomplete, the writer was killed mid-write; skipped)")
 
 
-def _locate(agent: str, registry: Path | None) -> tuple[Path, AgentRecord | None, Registry | None]:
+def locate_transcript(
+    agent: str, registry: Path | None
+) -> tuple[Path, AgentRecord | None, Registry | None]:
     """A transcript path given directly, or the one an agent's row points to."""
     candidate = Path(agent)
     if candidate.suffix == ".jsonl" and candidate.is_file():
@@ -329,7 +331,7 @@ def stop(
     registry: RegistryOption = None,
 ) -> None:
     """Ask an agent's process to stop it (it checks about every half second)."""
-    with _errors():
+    with user_errors():
         result = Registry(registry).request_stop(agent)
     record = result.record
     if result.outcome == "requested":
@@ -350,7 +352,7 @@ def stop(
 
 
 @contextmanager
-def _errors() -> Iterator[None]:
+def user_errors() -> Iterator[None]:
     """Turn the errors a user can cause into a message and exit status 1."""
     try:
         yield

@@ -16,10 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._orchestration.fork import FORK_TAG
-from .._orchestration.notify import NOTIFICATION_TAG
 from ..agents.builtin import EXPLORE
 from ..emulator import EmulatedRequest, Reply, ToolCall
+from ..testing import FORK_TAG, NOTIFICATION_TAG
 
 MAIN_PROMPT = (
     "Review the shelf library in this repository: find what is broken or missing, "

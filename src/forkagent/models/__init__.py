@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from .._spec import split_base_url
 from ..errors import UnknownModelError
 from ._retry import RetryPolicy
-from ._transport import split_base_url
 from .base import (
     Model,
     ModelProfile,

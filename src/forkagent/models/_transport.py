@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 from urllib.parse import urlsplit
 
+from .._spec import split_base_url
 from ..errors import ConfigurationError, MissingCredentialsError, ProviderError
 from ..messages import JsonValue
 from ._retry import connection_error, provider_error
@@ -94,20 +94,6 @@ class Endpoint:
         """The base URL when it is not the default: what a model string must name to reach it."""
         url = self.base_url(given)
         return None if url == self.default_base_url else url
-
-
-_SERVER = re.compile(r"@(?=https?://)")
-
-
-def split_base_url(name: str) -> tuple[str, str | None]:
-    """``model@http://host/v1`` -> (model, base URL); a name without ``@http(s)://`` is all model.
-
-    The first ``@http`` splits, so a model id may hold ``@`` (``claude-3@20240229``).
-    """
-    found = _SERVER.search(name)
-    if found is None or found.start() == 0:
-        return name, None
-    return name[: found.start()], name[found.end() :]
 
 
 ModelT = TypeVar("ModelT")

@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from .._spec import split_base_url
 from ..errors import ConfigurationError
-from ._transport import split_base_url
 from .openai import ChatDialect, OpenAIModel
 
 DASHSCOPE = ChatDialect(

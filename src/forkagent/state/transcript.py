@@ -22,12 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..errors import ForkagentError
 from ..events import (
+    FINAL_STATUSES,
     AgentFinished,
     AgentKind,
     AgentMovedToBackground,
@@ -35,6 +36,7 @@ from ..events import (
     CacheReported,
     Event,
     ResponseReceived,
+    TranscriptStatus,
 )
 from ..messages import AssistantMessage, JsonValue, Message, TextBlock
 from ..pricing import cost
@@ -42,25 +44,7 @@ from ..requests import BlockPosition, ModelSettings, ToolSpec
 from ..telemetry.cache import CacheReport
 from ..usage import Usage
 
-if TYPE_CHECKING:
-    from .loop import AgentRun
-
 FORMAT_VERSION = 1
-
-TranscriptStatus: TypeAlias = Literal[
-    "running",
-    "background",
-    "completed",
-    "failed",
-    "cancelled",
-    "timed_out",
-    "budget_exceeded",
-]
-"""``background``: a sync child was moved to the background and keeps running."""
-
-FINAL_STATUSES: frozenset[str] = frozenset(
-    {"completed", "failed", "cancelled", "timed_out", "budget_exceeded"}
-)
 
 
 class TranscriptError(ForkagentError):
@@ -141,32 +125,6 @@ class TranscriptHeader(_Line):
     background: bool = False
     extra: dict[str, JsonValue] = Field(default_factory=dict)
     """Whatever else the runtime needs to resume (definition name, budget, ...)."""
-
-    @classmethod
-    def for_run(
-        cls,
-        run: AgentRun,
-        *,
-        root_id: str,
-        background: bool = False,
-        extra: dict[str, JsonValue] | None = None,
-    ) -> TranscriptHeader:
-        """The header of a live run, taken from what its requests are built from."""
-        return cls(
-            agent_id=run.id,
-            parent_id=run.parent_id,
-            root_id=root_id,
-            kind=run.kind,
-            label=run.label,
-            model=run.model.spec,
-            system=run.system,
-            tools=run.tool_specs,
-            settings=run.settings,
-            cwd=str(run.cwd),
-            shared_prefix_end=run.shared_prefix_end,
-            background=background,
-            extra=extra or {},
-        )
 
 
 class MessageEntry(_Line):

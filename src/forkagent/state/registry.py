@@ -36,25 +36,11 @@ from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeAlias, get_args
 
 from ..errors import ForkagentError
-from ..events import AgentKind
+from ..events import FINAL_STATUSES, AgentKind, RecordStatus
 from ..messages import JsonValue
 from ..usage import Usage
 from .transcript import state_dir
 
-RecordStatus: TypeAlias = Literal[
-    "running",
-    "completed",
-    "failed",
-    "cancelled",
-    "timed_out",
-    "budget_exceeded",
-    "lost",
-]
-"""``lost``: the owning process ended without reporting how the agent ended."""
-
-FINAL_STATUSES: frozenset[str] = frozenset(
-    {"completed", "failed", "cancelled", "timed_out", "budget_exceeded", "lost"}
-)
 PREVIEW_CHARS = 500
 SCHEMA_VERSION = 2
 

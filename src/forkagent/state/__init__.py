@@ -1,0 +1,95 @@
+"""What a run leaves behind, readable without the runtime: transcripts, the agent registry, worktrees.
+
+The CLI, the telemetry and users' own tools read these; the private
+orchestration package writes them. Each module is imported when one of its
+names is first used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .registry import AgentRecord, Registry, RegistryError, RegistryWriter, StopResult
+    from .transcript import (
+        CacheEntry,
+        MessageEntry,
+        StatusEntry,
+        Transcript,
+        TranscriptError,
+        TranscriptHeader,
+        TranscriptTail,
+        TranscriptWriter,
+        UsageEntry,
+        read_transcript,
+        state_dir,
+        transcript_path,
+    )
+    from .worktrees import (
+        Worktree,
+        WorktreeError,
+        WorktreeResult,
+        create_worktree,
+        finish_worktree,
+        sweep_worktrees,
+        worktree_notice,
+    )
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        ".registry": ("AgentRecord", "Registry", "RegistryError", "RegistryWriter", "StopResult"),
+        ".transcript": (
+            "CacheEntry",
+            "MessageEntry",
+            "StatusEntry",
+            "Transcript",
+            "TranscriptError",
+            "TranscriptHeader",
+            "TranscriptTail",
+            "TranscriptWriter",
+            "UsageEntry",
+            "read_transcript",
+            "state_dir",
+            "transcript_path",
+        ),
+        ".worktrees": (
+            "Worktree",
+            "WorktreeError",
+            "WorktreeResult",
+            "create_worktree",
+            "finish_worktree",
+            "sweep_worktrees",
+            "worktree_notice",
+        ),
+    },
+)
+
+__all__ = [
+    "AgentRecord",
+    "CacheEntry",
+    "MessageEntry",
+    "Registry",
+    "RegistryError",
+    "RegistryWriter",
+    "StatusEntry",
+    "StopResult",
+    "Transcript",
+    "TranscriptError",
+    "TranscriptHeader",
+    "TranscriptTail",
+    "TranscriptWriter",
+    "UsageEntry",
+    "Worktree",
+    "WorktreeError",
+    "WorktreeResult",
+    "create_worktree",
+    "finish_worktree",
+    "read_transcript",
+    "state_dir",
+    "sweep_worktrees",
+    "transcript_path",
+    "worktree_notice",
+]
