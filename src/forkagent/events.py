@@ -12,6 +12,9 @@ from .requests import ModelRequest
 if TYPE_CHECKING:  # telemetry imports this module: a runtime import would be a cycle
     from .telemetry.cache import CacheReport
 
+NOTIFICATION_TAG = "task-notification"
+"""The tag around a child's result when it is added to its parent's conversation."""
+
 AgentKind: TypeAlias = Literal["main", "fork", "named"]
 FinalStatus: TypeAlias = Literal["completed", "failed", "cancelled", "timed_out", "budget_exceeded"]
 """How an agent ended. The one vocabulary: tasks, events, transcripts and the registry all use it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from ._orchestration.fork import FORK_TAG, is_fork_history
-from ._orchestration.notify import NOTIFICATION_TAG
+from .events import NOTIFICATION_TAG
 from .messages import AssistantMessage, JsonValue, TextBlock, ToolUseBlock
 from .models.function import FunctionModel, ScriptedModel
 

@@ -16,15 +16,20 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def report() -> dict[str, Any]:
-    result = runner.invoke(app, ["bench", "--quick", "--json"])
+def charts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("charts")
+
+
+@pytest.fixture(scope="module")
+def report(charts: Path) -> dict[str, Any]:
+    result = runner.invoke(app, ["bench", "--quick", "--json", "--plot", str(charts)])
     assert result.exit_code == 0, result.output
     data: dict[str, Any] = json.loads(result.output)
     return data
 
 
 def test_the_json_has_economics_rows_overhead_figures_and_targets(report: dict[str, Any]) -> None:
-    assert set(report) >= {"economics", "overhead", "targets", "checks"}
+    assert set(report) >= {"economics", "overhead", "targets", "checks", "charts"}
     for row in report["economics"]:
         assert set(row) == {"children", "prefix_tokens", "strategy", "billed", "ratio_to_bound"}
     overhead = report["overhead"]
@@ -65,3 +70,17 @@ def test_outside_a_checkout_it_says_where_the_benchmarks_are(
 
     assert result.exit_code == 2
     assert "source checkout" in result.output
+
+
+def test_plot_draws_one_economics_chart_per_prefix_and_the_overhead(
+    report: dict[str, Any], charts: Path
+) -> None:
+    prefixes = {row["prefix_tokens"] for row in report["economics"]}
+    expected = {f"economics_{prefix}.svg" for prefix in prefixes} | {"overhead.svg"}
+    assert {Path(chart).name for chart in report["charts"]} == expected
+    assert {path.name for path in charts.iterdir()} == expected
+    economics = (charts / f"economics_{min(prefixes)}.svg").read_text()
+    assert "<svg" in economics
+    for legend in ("fresh sub-agents", "forks, warm-up", "lower bound"):
+        assert legend in economics
+    assert "target" in (charts / "overhead.svg").read_text()

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from forkagent._orchestration.notify import NOTIFICATION_TAG
 from forkagent._orchestration.runtime import RuntimeOptions
 from forkagent.agents import AgentDefinition
 from forkagent.errors import AgentSpawnError
-from forkagent.events import AgentMovedToBackground, NotificationDelivered
+from forkagent.events import NOTIFICATION_TAG, AgentMovedToBackground, NotificationDelivered
 from forkagent.messages import Message, TextBlock, UserMessage
 from forkagent.requests import ModelRequest
 from forkagent.testing import reply, tool_call

@@ -6,9 +6,8 @@ itself, and every background child must end with exactly one notification.
 
 from __future__ import annotations
 
+from ..events import NOTIFICATION_TAG
 from ..usage import Usage
-
-NOTIFICATION_TAG = "task-notification"
 
 
 def background_launch_text(task_id: str, label: str) -> str:

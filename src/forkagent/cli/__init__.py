@@ -8,6 +8,7 @@ from .agents import agents_command
 from .bench import bench_command
 from .demo import demo_command
 from .explain import explain_command
+from .report import report_command
 from .resume import resume_command
 from .run import run_command
 
@@ -23,6 +24,7 @@ app.command("agents")(agents_command)
 app.command("run")(run_command)
 app.command("resume")(resume_command)
 app.command("explain")(explain_command)
+app.command("report")(report_command)
 app.command("bench")(bench_command)
 
 from .tasks import register as _register_tasks  # noqa: E402

@@ -45,6 +45,14 @@ def bench_command(
         bool, typer.Option("--quick", help="A small subset, in a few seconds.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            metavar="DIR",
+            help="Also draw the charts (SVG) into DIR; needs forkagent[plot] (matplotlib).",
+        ),
+    ] = None,
 ) -> None:
     """Measure fork cache economics and runtime overhead on the in-process emulator.
 
@@ -54,10 +62,27 @@ def bench_command(
     a 2,000-message history, 1,000 background forks, cancelling a 100-agent tree.
     """
     run = _load_bench()
+    if plot is not None:
+        _require_matplotlib()
     report = run.collect(quick)
+    if plot is not None:
+        charts = importlib.import_module("bench.plot").write_charts(report, plot)
+        report["charts"] = [str(path) for path in charts]
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
     console = Console()
     console.print(run.economics_table(report))
     console.print(run.overhead_table(report))
+    for chart in report.get("charts", []):
+        console.print(f"chart: {chart}")
+
+
+def _require_matplotlib() -> None:
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError:
+        typer.echo(
+            "forkagent bench --plot draws with matplotlib: pip install 'forkagent[plot]'", err=True
+        )
+        raise typer.Exit(2) from None

@@ -87,6 +87,10 @@ def _show(report: DemoReport, board: AgentBoard, console: Console, *, kept: bool
         f"files changed: {', '.join(report.changed_files) or 'none'}"
         + (f" (in {report.workdir})" if kept else "")
     )
+    if report.html_report is not None:
+        console.print(
+            f"The run as a timeline: [bold]{report.html_report}[/bold] (open it in a browser)"
+        )
     fork = next((a for a in report.result.agents if a.kind == "fork"), None)
     if fork is not None:
         console.print(

@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..messages import JsonValue
-from ..state.transcript import CacheEntry, Transcript, read_transcript
+from ..state.transcript import CacheEntry, Transcript, read_transcript, read_tree
 from ..telemetry.cache import CacheReport
 from .tasks import UNREADABLE, JsonOption, RegistryOption, locate_transcript, user_errors
 
@@ -31,31 +30,11 @@ def explain_command(
     """Explain each request's cache use: hit or miss, tokens read, and why it missed."""
     with user_errors():
         path, _, _ = locate_transcript(agent, registry)
-        transcripts = _subtree(path) if tree else [read_transcript(path)]
+        transcripts = read_tree(path) if tree else [read_transcript(path)]
     if as_json:
         typer.echo(json.dumps({"agents": [_agent_json(t) for t in transcripts]}, indent=2))
         return
     typer.echo("\n\n".join("\n".join(_describe_agent(t)) for t in transcripts))
-
-
-def _subtree(path: Path) -> list[Transcript]:
-    """The agent's transcript, then its descendants' depth first, in start order.
-
-    A tree keeps all its transcripts in one folder, so that folder is the tree.
-    """
-    start = read_transcript(path)
-    others = [read_transcript(p) for p in sorted(path.parent.glob("*.jsonl")) if p != path]
-    by_start = sorted(others, key=lambda t: t.header.at)
-    out: list[Transcript] = []
-
-    def visit(transcript: Transcript) -> None:
-        out.append(transcript)
-        for child in by_start:
-            if child.header.parent_id == transcript.header.agent_id:
-                visit(child)
-
-    visit(start)
-    return out
 
 
 # -- plain ---------------------------------------------------------------------

@@ -14,8 +14,10 @@ from ..emulator import Emulator, Latency, use_emulator
 from ..events import Event, NotificationDelivered
 from ..messages import JsonValue
 from ..permissions import PermissionPolicy
+from ..state import read_tree, transcript_path
 from ..telemetry import UsageNode, UsageRecorder
 from ..telemetry.economics import Comparison, EconomicsRecorder
+from ..telemetry.report import render_html, run_view
 from .brain import MAIN_PROMPT, DemoBrain
 
 DEMO_MODEL = "emulator:claude-sonnet-4-6"
@@ -35,6 +37,8 @@ class DemoReport:
     comparison: Comparison
     notifications_delivered: int
     changed_files: tuple[str, ...]
+    html_report: Path | None
+    """The run's timeline page (``forkagent report``); None when transcripts are off."""
 
     def to_dict(self) -> dict[str, JsonValue]:
         return {
@@ -46,6 +50,7 @@ class DemoReport:
             "notifications_delivered": self.notifications_delivered,
             "comparison": self.comparison.to_dict(),
             "changed_files": list(self.changed_files),
+            "html_report": None if self.html_report is None else str(self.html_report),
             "usage_tree": self.usage.to_dict(),
         }
 
@@ -100,11 +105,23 @@ async def run_demo(
     )
     with use_emulator(Emulator(latency=latency, policy=DemoBrain())):
         result = await agent.run(MAIN_PROMPT)
+    comparison = economics.comparison()
     return DemoReport(
         result=result,
         workdir=repo,
         usage=usage.tree(),
-        comparison=economics.comparison(),
+        comparison=comparison,
         notifications_delivered=counter.notifications,
         changed_files=changed_files(repo),
+        html_report=write_report(result.agents[0].id, comparison),
     )
+
+
+def write_report(root_id: str, comparison: Comparison) -> Path | None:
+    """The run's HTML timeline, next to its transcripts, with the comparison measured live."""
+    root = transcript_path(root_id, root_id)
+    if not root.exists():
+        return None
+    target = root.with_name("report.html")
+    target.write_text(render_html(run_view(read_tree(root), comparison=comparison)), "utf-8")
+    return target

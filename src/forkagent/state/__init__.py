@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         TranscriptWriter,
         UsageEntry,
         read_transcript,
+        read_tree,
         state_dir,
         transcript_path,
     )
@@ -52,6 +53,7 @@ __getattr__, __dir__ = lazy_exports(
             "TranscriptWriter",
             "UsageEntry",
             "read_transcript",
+            "read_tree",
             "state_dir",
             "transcript_path",
         ),
@@ -88,6 +90,7 @@ __all__ = [
     "create_worktree",
     "finish_worktree",
     "read_transcript",
+    "read_tree",
     "state_dir",
     "sweep_worktrees",
     "transcript_path",

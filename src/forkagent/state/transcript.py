@@ -161,6 +161,8 @@ class UsageEntry(_Line):
     cost: float | None = None
     prewarm: bool = False
     """A ``max_tokens: 0`` pre-warm: billed, but not a turn of its own."""
+    seconds: float | None = None
+    """How long the request took, from sending it to its last byte (so it began at ``at - seconds``)."""
 
 
 class CacheEntry(_Line):
@@ -404,6 +406,28 @@ class TranscriptTail:
         return self._fold.status is not None and self._fold.status.final
 
 
+def read_tree(path: Path | str) -> list[Transcript]:
+    """The agent's transcript, then its descendants' depth first, in start order.
+
+    A tree keeps all its transcripts in one folder, so that folder is the tree.
+    """
+    start = read_transcript(path)
+    others = [
+        read_transcript(p) for p in sorted(start.path.parent.glob("*.jsonl")) if p != start.path
+    ]
+    by_start = sorted(others, key=lambda t: t.header.at)
+    out: list[Transcript] = []
+
+    def visit(transcript: Transcript) -> None:
+        out.append(transcript)
+        for child in by_start:
+            if child.header.parent_id == transcript.header.agent_id:
+                visit(child)
+
+    visit(start)
+    return out
+
+
 # -- writing -------------------------------------------------------------------
 
 
@@ -480,6 +504,7 @@ class TranscriptWriter:
         response_id: str | None = None,
         turn: int | None = None,
         prewarm: bool = False,
+        seconds: float | None = None,
     ) -> None:
         """Record one response's usage, priced by ``model`` (default: the header's)."""
         name = model or self._required_header().model
@@ -491,6 +516,7 @@ class TranscriptWriter:
                 usage=usage,
                 cost=cost(name, usage),
                 prewarm=prewarm,
+                seconds=seconds,
             )
         )
 
@@ -522,6 +548,7 @@ class TranscriptWriter:
                 response_id=response.response_id,
                 turn=event.turn,
                 prewarm=event.prewarm,
+                seconds=event.seconds,
             )
         elif isinstance(event, CacheReported):
             self._write(CacheEntry(turn=event.turn, report=event.report.to_dict()))
