@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from ._orchestration.budget import Limits
     from ._orchestration.fanout import FanoutMode
     from ._orchestration.routing import ForkGate
-    from ._orchestration.runtime import RuntimeOptions
+    from ._orchestration.runtime import ForkParams, RuntimeOptions
     from ._orchestration.tasks import AgentTask, TaskResult
-    from .agent import Agent, AgentSummary, RunResult, Session
+    from .agent import Agent, AgentSummary, ForkHandle, RunResult, Session
     from .agents import AgentDefinition
     from .errors import (
         AgentLimitError,
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         ConfigurationError,
         ForkagentError,
         ModelError,
+        OutputError,
         ProviderError,
         ToolError,
     )
@@ -48,7 +49,7 @@ __getattr__, __dir__ = lazy_exports(
         "._orchestration.budget": ("Limits",),
         "._orchestration.fanout": ("FanoutMode",),
         "._orchestration.routing": ("ForkGate",),
-        "._orchestration.runtime": ("RuntimeOptions",),
+        "._orchestration.runtime": ("ForkParams", "RuntimeOptions"),
         "._orchestration.tasks": (
             "AgentTask",
             "TaskResult",
@@ -56,6 +57,7 @@ __getattr__, __dir__ = lazy_exports(
         ".agent": (
             "Agent",
             "AgentSummary",
+            "ForkHandle",
             "RunResult",
             "Session",
         ),
@@ -67,6 +69,7 @@ __getattr__, __dir__ = lazy_exports(
             "ConfigurationError",
             "ForkagentError",
             "ModelError",
+            "OutputError",
             "ProviderError",
             "ToolError",
         ),
@@ -109,6 +112,8 @@ __all__ = [
     "ConfigurationError",
     "FanoutMode",
     "ForkGate",
+    "ForkHandle",
+    "ForkParams",
     "ForkagentError",
     "ImageBlock",
     "Limits",
@@ -117,6 +122,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "OutputError",
     "ProviderError",
     "RunResult",
     "RuntimeOptions",

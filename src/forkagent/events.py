@@ -48,6 +48,26 @@ class RequestSent:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputDelta:
+    """A piece of a streamed reply, as it arrives (agents with streaming on)."""
+
+    agent_id: str
+    turn: int
+    text: str
+    thinking: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """A streamed reply began a tool call; its arguments follow in the complete response."""
+
+    agent_id: str
+    turn: int
+    tool_use_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ResponseReceived:
     """A response and its usage; ``turn`` counts the agent's turns so far.
 
@@ -116,6 +136,8 @@ class AgentFinished:
 Event: TypeAlias = (
     AgentStarted
     | RequestSent
+    | OutputDelta
+    | ToolCallStarted
     | ResponseReceived
     | CacheReported
     | ToolCalled

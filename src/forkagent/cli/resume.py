@@ -28,7 +28,9 @@ def resume_command(
         record = Registry().get(agent_id)
         if record.transcript is None:
             raise typer.BadParameter(f"{record.id} was run with skip_transcript; nothing to resume")
-        result = asyncio.run(_resume(Session.resume(Agent(), record.transcript), prompt))
+        result = asyncio.run(
+            _resume(Session.resume(Agent(load_user_agents=True), record.transcript), prompt)
+        )
     except ForkagentError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None

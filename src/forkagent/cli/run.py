@@ -54,6 +54,7 @@ def run_command(
         limits=Limits(max_turns=max_turns),
         listeners=[board],
         permissions=policy,
+        load_user_agents=True,
     )
     console = Console(stderr=as_json)
     try:
