@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from forkagent import Agent, ForkParams, Limits, TaskResult
-from forkagent.emulator import Emulator, use_emulator
+from forkagent.emulator import Emulator, Reply, ToolCall, use_emulator
 from forkagent.errors import AgentSpawnError, ConfigurationError
 from forkagent.events import Event, OutputDelta, ToolCallStarted
 from forkagent.messages import AssistantMessage
@@ -231,3 +231,29 @@ def test_limits_for_a_fork_can_come_whole() -> None:
     params = ForkParams("x", limits=Limits(max_tokens=10), max_turns=3)
     assert params.limits == Limits(max_tokens=10)
     assert params.max_turns == 3
+
+
+# -- emulator scripts aimed at one agent ------------------------------------------
+
+
+async def test_emulator_scripts_can_target_one_agent_and_one_of_its_turns() -> None:
+    emulator = Emulator()
+    emulator.script(
+        Reply(
+            tool_calls=(ToolCall("Agent", {"prompt": "find TODOs", "subagent_type": "Explore"}),)
+        ),
+        agent="main",
+    )
+    emulator.script("Explore says: three TODOs.", agent="Explore")
+    emulator.script("Main, turn two: done.", agent="main", turn=2)
+    with use_emulator(emulator):
+        result = await Agent(model="emulator:claude-sonnet-4-6", builtin_tools=False).run("go")
+    assert result.output == "Main, turn two: done."
+    explore = next(a for a in result.agents if a.kind == "named")
+    assert explore.label == "Explore"
+    assert emulator.pending_script() == 0
+
+
+def test_a_turn_without_an_agent_is_refused() -> None:
+    with pytest.raises(ValueError, match="turn= needs agent="):
+        Emulator().script("x", turn=2)

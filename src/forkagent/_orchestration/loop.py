@@ -44,6 +44,8 @@ from ..messages import (
     user,
 )
 from ..models.base import (
+    CALLER,
+    Caller,
     Model,
     ModelResponse,
     ResponseComplete,
@@ -259,6 +261,7 @@ def _status_for(exc: BudgetExceededError) -> AgentStatus:
 async def _request(run: AgentRun) -> ModelResponse:
     request = run.build_request()
     started = time.monotonic()
+    caller = CALLER.set(Caller(run.id, run.label, run.kind, run.turns + 1))
     try:
         response = await asyncio.wait_for(_send(run, request), run.timeout)
     except TimeoutError:
@@ -266,6 +269,8 @@ async def _request(run: AgentRun) -> ModelResponse:
             f"{run.model.spec} did not answer within {run.timeout}s; "
             "raise request_timeout or check the provider"
         ) from None
+    finally:
+        CALLER.reset(caller)
     run.last_request = request
     run.last_usage = response.usage
     run.turns += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -57,6 +58,20 @@ class ResponseComplete:
 
 
 StreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolUseStarted | ResponseComplete
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The agent a model request is made for; the emulator's scripts can aim at it."""
+
+    agent_id: str
+    label: str
+    kind: str
+    turn: int
+
+
+CALLER: ContextVar[Caller | None] = ContextVar("forkagent_caller", default=None)
+"""Set by the turn loop around each request; real providers never see it."""
 
 
 @dataclass(frozen=True, slots=True)
