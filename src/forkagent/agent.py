@@ -209,21 +209,11 @@ class Agent(Generic[OutputT]):
 
     async def stream(self, prompt: str) -> AsyncIterator[Event]:
         """The run's events as they happen, the main agent's text and thinking as
-        ``OutputDelta``s among them; the last one is the main agent's finish."""
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        session = Session(self, extra_listeners=(queue.put_nowait,), stream=True)
-
-        async def drive() -> None:
-            try:
-                async with session:
-                    await session.send(prompt, wait_for_background=True)
-            finally:
-                queue.put_nowait(None)
-
-        task = asyncio.create_task(drive())
-        while (event := await queue.get()) is not None:
-            yield event
-        await task
+        ``OutputDelta``s among them; the last one is the main agent's finish.
+        For the result too, use ``Session.stream`` and then ``session.result()``."""
+        async with self.session() as session:
+            async for event in session.stream(prompt, wait_for_background=True):
+                yield event
 
     def runtime_options(self) -> RuntimeOptions:
         if self.options is not None:
@@ -254,7 +244,6 @@ class Session(Generic[OutputT]):
         *,
         extra_listeners: Sequence[Callable[[Event], None]] = (),
         resume: Transcript | None = None,
-        stream: bool = False,
     ) -> None:
         options = agent.runtime_options()
         cwd = Path(agent.cwd).resolve()
@@ -288,7 +277,6 @@ class Session(Generic[OutputT]):
             hooks=_session_hooks(agent, cwd),
             policy=agent.permissions,
             output_spec=output,
-            stream=stream,
         )
         if resume is not None:
             # The exact bytes it sent before, so the resumed agent still hits the cache.
@@ -377,6 +365,32 @@ class Session(Generic[OutputT]):
             self.root.append(user(prompt))
             await self._turns(wait_for_background)
         return self.result()
+
+    async def stream(
+        self, prompt: str, *, wait_for_background: bool = False
+    ) -> AsyncIterator[Event]:
+        """``send``, yielding the tree's events as they happen, with the main agent's
+        reply streamed as ``OutputDelta`` and ``ToolCallStarted`` events. Afterwards
+        ``result()`` has the outcome (and raises what ``send`` would have raised)."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._runtime.listeners.append(queue.put_nowait)
+        self.root.stream = True
+
+        async def drive() -> None:
+            try:
+                await self.send(prompt, wait_for_background=wait_for_background)
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(drive())
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            await task
+        finally:
+            task.cancel()
+            self.root.stream = False
+            self._runtime.listeners.remove(queue.put_nowait)
 
     async def _turns(self, drive: bool) -> None:
         if self.recorder.registry is not None and self._stop_poller is None:
