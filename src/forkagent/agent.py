@@ -102,6 +102,26 @@ class RunResult(Generic[OutputT]):
         """Usage summed over the whole tree."""
         return sum((a.usage for a in self.agents), Usage())
 
+    def _repr_markdown_(self) -> str:
+        """How a notebook shows a result: the outcome, then one row per agent."""
+        rows = [
+            f"| {a.id} | {a.kind} | {a.label} | {a.status} | {a.usage.cache_read_tokens:,} | "
+            + ("unknown" if a.cost is None else f"${a.cost:.4f}")
+            + " |"
+            for a in self.agents
+        ]
+        return "\n".join(
+            [
+                f"**{self.status}**" + (f": {self.error}" if self.error else ""),
+                "",
+                f"```\n{self.output}\n```",
+                "",
+                "| agent | kind | label | status | cache read | cost |",
+                "|---|---|---|---|---:|---:|",
+                *rows,
+            ]
+        )
+
     def usage_tree(self) -> UsageNode:
         """Usage per agent, per child and per model, summed to the root; see docs/telemetry.md."""
         from .telemetry.usage_tree import AgentUsage, build_usage_tree

@@ -171,3 +171,23 @@ def test_help_has_no_type_tags_on_flags() -> None:
     result = runner.invoke(app, ["run", "--help"])
     assert "PROMPT" in result.stdout
     assert "<bool>" not in result.stdout
+
+
+def test_demo_twice_in_one_workdir_explains_instead_of_a_traceback(tmp_path: Path) -> None:
+    first = runner.invoke(app, ["demo", "--fast", "--json", "--workdir", str(tmp_path)])
+    assert first.exit_code == 0
+    figures = json.loads(first.stdout)["comparison"]
+    assert all(len(str(figures[k]).split(".")[-1]) <= 4 for k in ("this_run", "lower_bound"))
+    again = runner.invoke(app, ["demo", "--fast", "--workdir", str(tmp_path)])
+    assert again.exit_code == 1
+    assert "left from an earlier demo" in again.stderr
+    assert again.exception is None or isinstance(again.exception, SystemExit)
+
+
+def test_a_result_shows_itself_in_a_notebook() -> None:
+    from forkagent import Agent
+
+    result = Agent(model="test:echo", subagents=False).run_sync("hello")
+    shown = result._repr_markdown_()
+    assert shown.startswith("**completed**")
+    assert "| agent | kind |" in shown
