@@ -12,6 +12,7 @@ from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._orchestration.budget import Limits
+    from ._orchestration.compaction import CompactionError, CompactionResult
     from ._orchestration.fanout import FanoutMode
     from ._orchestration.routing import ForkGate
     from ._orchestration.runtime import ForkParams, RuntimeOptions
@@ -47,6 +48,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "._orchestration.budget": ("Limits",),
+        "._orchestration.compaction": ("CompactionError", "CompactionResult"),
         "._orchestration.fanout": ("FanoutMode",),
         "._orchestration.routing": ("ForkGate",),
         "._orchestration.runtime": ("ForkParams", "RuntimeOptions"),
@@ -109,6 +111,8 @@ __all__ = [
     "AgentTask",
     "AssistantMessage",
     "BudgetExceededError",
+    "CompactionError",
+    "CompactionResult",
     "ConfigurationError",
     "FanoutMode",
     "ForkGate",

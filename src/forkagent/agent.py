@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, cast
 from typing_extensions import TypeVar
 
 from ._orchestration.budget import Budget, Limits, require_price
+from ._orchestration.compaction import CompactionResult, compact, prompt_size, threshold
 from ._orchestration.loop import AgentRun, close_pending, run_loop
 from ._orchestration.named import NamedAgents
 from ._orchestration.output import OutputSpec
@@ -31,7 +32,7 @@ from .permissions import PermissionPolicy
 from .pricing import cost
 from .requests import ModelSettings
 from .state.registry import Registry
-from .state.transcript import Transcript, read_transcript
+from .state.transcript import Transcript, UsageEntry, read_transcript
 from .tools.agent_tool import AgentTool
 from .tools.base import Tool, ToolLike, as_tool
 from .tools.builtin import builtin_tools
@@ -184,6 +185,16 @@ class Agent(Generic[OutputT]):
     load_user_agents: bool = False
     """Also read the user's agent files (``~/.forkagent/agents``, ``~/.claude/agents``). Off
     by default so that a program behaves the same on every machine; the CLI turns it on."""
+    compact_at: float | None = 0.8
+    """Compact the main agent's conversation before a request that would hold more: up to 1,
+    a fraction of the model's context window (models without a known window never
+    compact on their own); above 1, a token count; None, never."""
+    compact_keep: float = 0.25
+    """How much of the threshold the latest turns kept after the summary may take."""
+    after_turn: Sequence[ForkParams | Callable[[Session[Any]], ForkParams | None]] = ()
+    """Forks started in the background, not reported into the conversation, each time the
+    main agent ends a turn (memory consolidation, a session summary): a ``ForkParams``,
+    or a function of the session that returns one or None (skip this turn)."""
 
     def __post_init__(self) -> None:
         if self.options is not None and (dropped := _replaced_by_options(self)):
@@ -310,6 +321,13 @@ class Session(Generic[OutputT]):
         self.root = self._runtime.adopt(root)
         if resume is not None:
             self._seed_cache_monitor(resume)
+        self._compact_at = threshold(model.context_window, agent.compact_at)
+        self._keep_tokens = int((self._compact_at or 0) * agent.compact_keep)
+        if self._compact_at is not None:
+            self.root.before_request = self._compact_if_due
+        self._after_turn = tuple(agent.after_turn)
+        self.after_turn_handles: list[ForkHandle] = []
+        """This session's after-turn forks still running; they are cancelled with it."""
         if not isinstance(agent.model, Model):
             self._runtime.owned_models.append(model)
         self._runtime.on_notification = self._on_notification
@@ -355,6 +373,12 @@ class Session(Generic[OutputT]):
         request = self.root.build_request().model_copy(update={"messages": answered.messages})
         age = time.time() - answered.at.timestamp()
         self._runtime.cache_monitor.seed(self.root.id, request, age=age)
+        # The cache-safe snapshot, as before the resume: forks and compaction build on it.
+        self.root.last_request = request
+        usages = [
+            e.usage for e in transcript.entries if isinstance(e, UsageEntry) and not e.prewarm
+        ]
+        self.root.last_usage = usages[-1] if usages else None
 
     async def proceed(self) -> RunResult[OutputT]:
         """Run the main agent from where its history stands (after a resume)."""
@@ -384,7 +408,28 @@ class Session(Generic[OutputT]):
             self.root.output_ready, self.root.output_failures = False, 0
             self.root.append(user(prompt))
             await self._turns(wait_for_background)
+            # At the turn's end the whole conversation is cached: the cheapest moment.
+            await self._compact_if_due(self.root)
+            self._start_after_turn_forks()
         return self.result()
+
+    async def compact(self) -> CompactionResult:
+        """Summarise the conversation now, through a fork that reads it from the cache,
+        and continue from the summary and the latest turns (``CompactionError`` if the
+        summary fails; the conversation is then unchanged)."""
+        async with self._lock:
+            return await compact(self.root, keep_tokens=self._keep_tokens or 2_000)
+
+    async def _compact_if_due(self, run: AgentRun) -> None:
+        if self._compact_at is not None and prompt_size(run) >= self._compact_at:
+            await compact(run, keep_tokens=self._keep_tokens)
+
+    def _start_after_turn_forks(self) -> None:
+        self.after_turn_handles = [h for h in self.after_turn_handles if not h.task.done]
+        for item in self._after_turn:
+            params = item(self) if callable(item) else item
+            if params is not None:
+                self.after_turn_handles.append(self.fork_and_forget(params))
 
     async def stream(
         self, prompt: str, *, wait_for_background: bool = False

@@ -68,6 +68,18 @@ class ToolCallStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class Compacted:
+    """An agent's history was replaced by a summary (written by fork ``summary_agent``)
+    and its latest turns."""
+
+    agent_id: str
+    summary_agent: str
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+
+
+@dataclass(frozen=True, slots=True)
 class ResponseReceived:
     """A response and its usage; ``turn`` counts the agent's turns so far.
 
@@ -143,6 +155,7 @@ Event: TypeAlias = (
     | ToolCalled
     | ToolFinished
     | AgentMovedToBackground
+    | Compacted
     | NotificationDelivered
     | AgentFinished
 )

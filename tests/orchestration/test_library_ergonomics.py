@@ -257,3 +257,14 @@ async def test_emulator_scripts_can_target_one_agent_and_one_of_its_turns() -> N
 def test_a_turn_without_an_agent_is_refused() -> None:
     with pytest.raises(ValueError, match="turn= needs agent="):
         Emulator().script("x", turn=2)
+
+
+async def test_a_fork_that_says_nothing_reports_nothing_not_its_parents_words() -> None:
+    def answer(request: ModelRequest) -> str:
+        return "" if "stay quiet" in request.messages[-1].text else "the parent's answer"
+
+    async with Agent(model=FunctionModel(answer), builtin_tools=False).session() as session:
+        await session.send("hello")
+        [child] = await session.fork(["stay quiet"])
+        result = await child.wait()
+    assert result.output == ""

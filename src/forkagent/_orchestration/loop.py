@@ -144,6 +144,8 @@ class AgentRun:
     stream: bool = False
     """Stream replies and emit ``OutputDelta`` / ``ToolCallStarted`` events as they arrive."""
     keep_transcript: bool = True
+    before_request: Callable[[AgentRun], Awaitable[None]] | None = None
+    """Awaited before each request (the session compacts the main agent here)."""
     _by_name: dict[str, Tool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -162,8 +164,12 @@ class AgentRun:
 
     @property
     def output(self) -> str:
-        """The last assistant text: what the agent reports."""
-        for message in reversed(self.messages):
+        """The last assistant text of its own: what the agent reports.
+
+        A fork's inherited history is its parent's words, never its result.
+        """
+        own = self.shared_prefix_end.message + 1 if self.shared_prefix_end else 0
+        for message in reversed(self.messages[own:]):
             if isinstance(message, AssistantMessage) and message.text:
                 return message.text
         return ""
@@ -199,6 +205,8 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
             run.budget.check(run.turns)
         except BudgetExceededError as exc:
             return LoopOutcome(_status_for(exc), exc.limit, str(exc))
+        if run.before_request is not None:
+            await run.before_request(run)
         response = await _request(run)
         run.append(response.message)
         uses = response.message.tool_uses

@@ -83,6 +83,8 @@ class ModelProfile:
     warmup: Warmup = "none"
     supports_prewarm: bool = False
     min_cache_tokens: int = 0
+    context_window: int | None = None
+    """Overrides the window ``models.context`` knows for the model's name (test models set it)."""
 
 
 class Model(ABC):
@@ -110,6 +112,16 @@ class Model(ABC):
         The default streams nothing but the complete response.
         """
         yield ResponseComplete(await self.request(request))
+
+    @property
+    def context_window(self) -> int | None:
+        """Tokens one request may hold (prompt and output); None when unknown."""
+        from .context import context_limits
+
+        if self.profile.context_window is not None:
+            return self.profile.context_window
+        limits = context_limits(self.name)
+        return limits.window if limits else None
 
     def can_prewarm(self, request: ModelRequest) -> bool:
         """Whether ``prewarm`` would send ``request`` (some settings are refused by the API)."""

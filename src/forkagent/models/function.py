@@ -33,9 +33,9 @@ ScriptItem: TypeAlias = Reply | BaseException | ReplyFunction
 
 
 class _RecordingModel(Model):
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, context_window: int | None = None) -> None:
         self._name = name
-        self.profile = ModelProfile(provider="test")
+        self.profile = ModelProfile(provider="test", context_window=context_window)
         self.requests: list[ModelRequest] = []
 
     @property
@@ -71,8 +71,10 @@ def _words(text: str) -> list[str]:
 class FunctionModel(_RecordingModel):
     """Each reply is ``function(request)``; the function may be async."""
 
-    def __init__(self, function: ReplyFunction, *, name: str = "function") -> None:
-        super().__init__(name)
+    def __init__(
+        self, function: ReplyFunction, *, name: str = "function", context_window: int | None = None
+    ) -> None:
+        super().__init__(name, context_window)
         self._function = function
 
     async def _reply(self, request: ModelRequest) -> Reply:
@@ -85,8 +87,14 @@ class ScriptedModel(_RecordingModel):
     An item may be a reply, an exception to raise, or a function of the request.
     """
 
-    def __init__(self, replies: Iterable[ScriptItem], *, name: str = "scripted") -> None:
-        super().__init__(name)
+    def __init__(
+        self,
+        replies: Iterable[ScriptItem],
+        *,
+        name: str = "scripted",
+        context_window: int | None = None,
+    ) -> None:
+        super().__init__(name, context_window)
         self._script: deque[ScriptItem] = deque(replies)
         self._total = len(self._script)
 
