@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .registry import AgentRecord, Registry, RegistryError, RegistryWriter, StopResult
     from .transcript import (
         CacheEntry,
+        CompactionEntry,
         MessageEntry,
         StatusEntry,
         Transcript,
@@ -44,6 +45,7 @@ __getattr__, __dir__ = lazy_exports(
         ".registry": ("AgentRecord", "Registry", "RegistryError", "RegistryWriter", "StopResult"),
         ".transcript": (
             "CacheEntry",
+            "CompactionEntry",
             "MessageEntry",
             "StatusEntry",
             "Transcript",
@@ -72,6 +74,7 @@ __getattr__, __dir__ = lazy_exports(
 __all__ = [
     "AgentRecord",
     "CacheEntry",
+    "CompactionEntry",
     "MessageEntry",
     "Registry",
     "RegistryError",
