@@ -28,7 +28,7 @@ def _bodies(prompt: str) -> dict[str, Callable[[int], tuple[str, dict[str, Any]]
     def anthropic(i: int) -> tuple[str, dict[str, Any]]:
         system = [{"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}]
         body = {
-            "model": "claude-opus-4-5",
+            "model": "claude-opus-4-6",
             "max_tokens": 64,
             "system": system,
             "messages": [{"role": "user", "content": f"question {i}"}],

@@ -46,7 +46,7 @@ _SCRIPT = textwrap.dedent(
 
     tools = [*builtin_tools(), lookup, AgentTool(fork_available=True, agent_types=[("x", "y")])]
     request = ModelRequest(
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-4-6",
         system="sys ü",
         tools=tuple(t.spec() for t in tools),
         messages=(

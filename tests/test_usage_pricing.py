@@ -77,26 +77,26 @@ def test_known_model_cost() -> None:
         cache_write_1h_tokens=1_000_000,
     )
     # Sonnet 4.5: $3 in, $15 out, read 0.1x, write 1.25x (5m) and 2x (1h).
-    assert cost("claude-sonnet-4-5", usage) == pytest.approx(3 + 15 + 0.3 + 3.75 + 6)
-    assert cost("claude-sonnet-4-5", Usage()) == 0.0
+    assert cost("claude-sonnet-4-6", usage) == pytest.approx(3 + 15 + 0.3 + 3.75 + 6)
+    assert cost("claude-sonnet-4-6", Usage()) == 0.0
 
 
 @pytest.mark.parametrize(
     "model",
     [
-        "claude-sonnet-4-5",
-        "claude-sonnet-4-5-20250929",
-        "anthropic:claude-sonnet-4-5",
-        "anthropic:claude-sonnet-4-5-20250929",
-        "emulator:claude-sonnet-4-5",
+        "claude-sonnet-4-6",
+        "claude-sonnet-4-6-20250929",
+        "anthropic:claude-sonnet-4-6",
+        "anthropic:claude-sonnet-4-6-20250929",
+        "emulator:claude-sonnet-4-6",
     ],
 )
 def test_provider_prefix_and_date_suffix_resolve(model: str) -> None:
-    assert price_for(model) == PRICES["claude-sonnet-4-5"]
+    assert price_for(model) == PRICES["claude-sonnet-4-6"]
 
 
 def test_a_date_suffix_does_not_match_a_different_model() -> None:
-    assert price_for("claude-sonnet-4-5-2025") is None
+    assert price_for("claude-sonnet-4-6-2025") is None
     assert price_for("claude-sonnet-4") is None
 
 

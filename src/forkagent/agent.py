@@ -41,7 +41,7 @@ from .usage import Usage
 if TYPE_CHECKING:
     from .telemetry.usage_tree import UsageNode
 
-DEFAULT_MODEL = "emulator:claude-sonnet-4-5"
+DEFAULT_MODEL = "emulator:claude-sonnet-4-6"
 
 OutputT = TypeVar("OutputT", default=str)
 """What a run returns as ``output``: the final text, or the ``output_type`` given to ``Agent``."""

@@ -43,7 +43,7 @@ async def run_tree(cwd: Path, **options: Any) -> tuple[str, tuple[str, ...]]:
 
     Returns the ids of the main agent and the forks.
     """
-    model = EmulatorModel("claude-sonnet-4-5", Emulator())
+    model = EmulatorModel("claude-sonnet-4-6", Emulator())
     agent = Agent(model=model, cwd=cwd, load_agent_files=False, **options)
     async with agent.session() as session:
         await session.send(PLAN)
@@ -125,7 +125,7 @@ def test_explain_prints_every_request_with_its_findings(tree: Tree) -> None:
 
     assert code == 0, out
     lines = out.splitlines()
-    assert lines[0] == f"main agent {tree.root} 'main' · emulator:claude-sonnet-4-5"
+    assert lines[0] == f"main agent {tree.root} 'main' · emulator:claude-sonnet-4-6"
     assert lines[1].split()[:4] == ["turn", "1", "cold", "read"]
     assert lines[2].split()[:4] == ["turn", "2", "miss", "read"]
     assert "against the agent's previous request" in lines[2]

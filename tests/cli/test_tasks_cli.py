@@ -57,7 +57,7 @@ def transcript(path: Path, *, finished: bool = True) -> Path:
         root_id="main-0-aa",
         kind="fork",
         label="check the schema",
-        model="anthropic:claude-sonnet-4-5",
+        model="anthropic:claude-sonnet-4-6",
         system="You review schemas.",
         cwd="/work",
     )
@@ -163,7 +163,7 @@ def test_logs_prints_the_transcript_readably(
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "fork agent fork-1-bb 'check the schema' (parent main-0-aa, root main-0-aa)" in out
-    assert "model anthropic:claude-sonnet-4-5" in out
+    assert "model anthropic:claude-sonnet-4-6" in out
     assert "── #0 user" in out
     assert "Check schema.sql ✓" in out
     assert "[thinking: 14 chars, signed]" in out

@@ -119,7 +119,7 @@ def test_tokenizer_is_o200k() -> None:
         ("claude-3-7-sonnet-latest", 1024),
         ("claude-sonnet-4-6", 2048),
         ("claude-3-5-haiku-20241022", 2048),
-        ("claude-opus-4-5", 4096),
+        ("claude-opus-4-6", 4096),
         ("claude-opus-4-8", 4096),
         ("claude-haiku-4-5-20251001", 4096),
         ("claude-sonnet-5-5", 4096),

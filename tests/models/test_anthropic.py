@@ -247,7 +247,7 @@ def test_a_stream_without_message_stop_is_an_interruption() -> None:
         ("claude-sonnet-4-6", 2048),
         ("claude-3-5-haiku-20241022", 2048),
         ("claude-haiku-4-5", 4096),
-        ("claude-opus-4-5", 4096),
+        ("claude-opus-4-6", 4096),
         ("claude-opus-5-5", 4096),
     ],
 )

@@ -70,7 +70,7 @@ async def test_the_profile_mirrors_the_real_provider(closing: list[Model]) -> No
 
 
 def test_every_emulator_model_shares_the_default_emulator() -> None:
-    assert EmulatorModel("gpt-4.1").emulator is EmulatorModel("claude-opus-4-5").emulator
+    assert EmulatorModel("gpt-4.1").emulator is EmulatorModel("claude-opus-4-6").emulator
     assert EmulatorModel("gpt-4.1").emulator is default_emulator()
 
 

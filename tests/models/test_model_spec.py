@@ -130,7 +130,7 @@ async def test_a_constructed_model_names_its_server_but_not_its_key() -> None:
 
 @pytest.mark.parametrize(
     "model_string",
-    ["vllm:m@http://user:pw@gpu-3:8000/v1", "anthropic:claude-opus-4-5@https://me:pw@proxy"],
+    ["vllm:m@http://user:pw@gpu-3:8000/v1", "anthropic:claude-opus-4-6@https://me:pw@proxy"],
 )
 def test_a_base_url_holding_credentials_is_refused(model_string: str) -> None:
     with pytest.raises(ConfigurationError, match="credentials") as caught:

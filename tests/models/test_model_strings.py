@@ -27,7 +27,7 @@ from forkagent.requests import ModelRequest
         ("llamacpp:local", OpenAIModel, "llamacpp"),
         ("openai-compat:m@https://llm.example/v1", OpenAIModel, "openai-compat"),
         ("gemini:gemini-2.5-flash", GeminiModel, "gemini"),
-        ("emulator:claude-sonnet-4-5", EmulatorModel, "emulator"),
+        ("emulator:claude-sonnet-4-6", EmulatorModel, "emulator"),
     ],
 )
 async def test_each_prefix_resolves(

@@ -121,12 +121,12 @@ async def test_max_tokens(tmp_path: Path) -> None:
 
 
 async def test_max_cost_with_a_priced_model(tmp_path: Path) -> None:
-    per_turn = cost("claude-sonnet-4-5", Usage(input_tokens=100_000))
+    per_turn = cost("claude-sonnet-4-6", Usage(input_tokens=100_000))
     assert per_turn == pytest.approx(0.3)
     _result, task, _ = await _fork_one(
         tmp_path,
         child=endless(tokens=100_000, own_turns=1),
-        name="claude-sonnet-4-5",
+        name="claude-sonnet-4-6",
         child_limits=Limits(max_cost=0.5),
     )
     assert task.status == "budget_exceeded"

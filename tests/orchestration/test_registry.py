@@ -48,7 +48,7 @@ def test_a_record_round_trips_every_field(registry: Registry, tmp_path: Path) ->
     original = AgentRecord(
         id="fork-1-abc",
         root_id="main-0-xyz",
-        model="anthropic:claude-sonnet-4-5",
+        model="anthropic:claude-sonnet-4-6",
         kind="fork",
         parent_id="main-0-xyz",
         label="review",

@@ -26,7 +26,7 @@ from forkagent.state.transcript import (
     transcript_path,
 )
 
-MODEL = "emulator:claude-sonnet-4-5"
+MODEL = "emulator:claude-sonnet-4-6"
 PROMPT = "Review this code.\n" + "def f(x):\n    return x * 2\n" * 300
 """Long enough (~3k tokens) that losing the messages' cache is a miss."""
 RESUMED = "the agent's request before the resume"

@@ -61,7 +61,7 @@ HEADER = TranscriptHeader(
     root_id="main-0-def456",
     kind="fork",
     label="review the schema",
-    model="anthropic:claude-sonnet-4-5",
+    model="anthropic:claude-sonnet-4-6",
     system=(TextBlock(text="You are a careful reviewer."), TextBlock(text="Env: cwd=/w")),
     tools=(
         ToolSpec(
@@ -190,7 +190,7 @@ async def test_a_request_rebuilt_from_the_transcript_is_byte_identical(tmp_path:
     """LESSONS 17: a resumed agent must send the same prefix, so the cache still hits."""
     model = ScriptedModel(
         [assistant(ToolUseBlock(id="t1", name="Read", input={"path": "a"})), "done"],
-        name="claude-sonnet-4-5",
+        name="claude-sonnet-4-6",
     )
     tool = FunctionTool(read_file, name="Read")
     run = AgentRun(
@@ -223,7 +223,7 @@ async def test_a_request_rebuilt_from_the_transcript_is_byte_identical(tmp_path:
         shared_prefix_end=header.shared_prefix_end,
     )
     assert rebuilt.canonical_bytes() == run.last_request.canonical_bytes()
-    assert header.model == "test:claude-sonnet-4-5"
+    assert header.model == "test:claude-sonnet-4-6"
     assert transcript.usage.requests == 2
     assert transcript.messages == tuple(run.messages)
 

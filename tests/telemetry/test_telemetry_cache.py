@@ -12,7 +12,7 @@ from forkagent.requests import ModelRequest, ModelSettings, ToolSpec, request_bl
 from forkagent.telemetry.cache import block_sizes, explain
 from forkagent.usage import Usage
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 TOOLS = (
     ToolSpec(name="read", description="Read a file.", input_schema={"type": "object"}),
     ToolSpec(name="grep", description="Search files.", input_schema={"type": "object"}),
@@ -65,12 +65,12 @@ def test_a_first_request_is_cold() -> None:
 
 def test_model_change() -> None:
     report = explain(
-        PREVIOUS, request(*NEXT.messages, model="claude-opus-4-5"), COLD, profile=ANTHROPIC
+        PREVIOUS, request(*NEXT.messages, model="claude-opus-4-6"), COLD, profile=ANTHROPIC
     )
 
     assert report.status == "miss"
     assert report.reasons == ("model_changed",)
-    assert "'claude-sonnet-4-5' -> 'claude-opus-4-5'" in report.findings[0].message
+    assert "'claude-sonnet-4-6' -> 'claude-opus-4-6'" in report.findings[0].message
     assert report.expected_tokens == 0
 
 

@@ -18,7 +18,7 @@ from forkagent.requests import BlockPosition, ModelRequest
 from forkagent.telemetry import EconomicsRecorder
 from forkagent.usage import Usage
 
-SONNET = "claude-sonnet-4-5"  # read 0.1x, 5-minute write 1.25x
+SONNET = "claude-sonnet-4-6"  # read 0.1x, 5-minute write 1.25x
 
 
 def fork_request(model: str, own_tokens: int) -> ModelRequest:

@@ -49,7 +49,7 @@ def reports(events: list[Event]) -> list[CacheReported]:
 async def test_a_fork_family_reads_its_parents_cache_and_the_tree_adds_up(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    model = EmulatorModel("claude-sonnet-4-5", Emulator())
+    model = EmulatorModel("claude-sonnet-4-6", Emulator())
     events: list[Event] = []
     recorder = UsageRecorder()
 
@@ -114,7 +114,7 @@ async def test_a_changed_request_header_is_named_as_the_cause(
     reason: str,
     diagnosis: str | None,
 ) -> None:
-    model = EmulatorModel("claude-sonnet-4-5", Emulator(), diagnostics=True)
+    model = EmulatorModel("claude-sonnet-4-6", Emulator(), diagnostics=True)
     events: list[Event] = []
 
     async with agent(model, tmp_path, events.append).session() as session:
@@ -138,7 +138,7 @@ async def test_a_changed_request_header_is_named_as_the_cause(
 
 
 async def test_an_edited_message_is_located_to_its_block_and_byte(tmp_path: Path) -> None:
-    model = EmulatorModel("claude-sonnet-4-5", Emulator())
+    model = EmulatorModel("claude-sonnet-4-6", Emulator())
     events: list[Event] = []
     sent: list[Any] = []
 
@@ -166,7 +166,7 @@ async def test_siblings_sent_together_miss_because_the_entry_was_not_there_yet(
 ) -> None:
     emulator = Emulator(latency=Latency(ttft=0.05, tokens_per_second=1_000_000))
     emulator.script("Plan: " + "check every function, one by one. " * 400, match="plan")
-    model = EmulatorModel("claude-sonnet-4-5", emulator)
+    model = EmulatorModel("claude-sonnet-4-6", emulator)
     events: list[Event] = []
 
     runner = agent(model, tmp_path, events.append, options=RuntimeOptions(fanout="off"))
@@ -187,7 +187,7 @@ async def test_siblings_sent_together_miss_because_the_entry_was_not_there_yet(
 
 async def test_an_expired_entry_is_reported_as_ttl_expiry(tmp_path: Path) -> None:
     clock = VirtualClock()
-    model = EmulatorModel("claude-sonnet-4-5", Emulator(clock=clock), diagnostics=True)
+    model = EmulatorModel("claude-sonnet-4-6", Emulator(clock=clock), diagnostics=True)
     monitor = CacheMonitor(profiles={model.name: model.profile}, clock=clock)
 
     async with agent(model, tmp_path, monitor).session() as session:

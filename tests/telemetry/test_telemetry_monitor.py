@@ -14,7 +14,7 @@ from forkagent.telemetry import CacheMonitor, CacheReported
 from forkagent.telemetry.monitor import shared_part
 from forkagent.usage import Usage
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 SYSTEM = "You review code and plan refactors. " * 40
 PROFILES = {MODEL: ModelProfile(provider="anthropic", warmup="first_response_starts")}
 CALL = ToolUseBlock(id="call_1", name="Agent", input={"fork": True})

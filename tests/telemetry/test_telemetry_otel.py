@@ -35,7 +35,7 @@ from forkagent.requests import ModelRequest, ModelSettings
 from forkagent.telemetry import otel
 from forkagent.usage import Usage
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 REQUEST = ModelRequest(
     model=MODEL, messages=(user("hi"),), settings=ModelSettings(max_tokens=1024, temperature=0.5)
 )

@@ -15,7 +15,7 @@ from forkagent.requests import ModelRequest
 from forkagent.telemetry import AgentUsage, UsageRecorder, build_usage_tree
 from forkagent.usage import Usage
 
-SONNET, HAIKU, LOCAL = "claude-sonnet-4-5", "claude-haiku-4-5", "local-llama"
+SONNET, HAIKU, LOCAL = "claude-sonnet-4-6", "claude-haiku-4-5", "local-llama"
 MAIN = Usage(
     input_tokens=1000,
     output_tokens=200,
@@ -109,12 +109,12 @@ def test_text_and_rich_renderings_show_every_agent_and_model() -> None:
     console.print(root.to_rich())
 
     for rendered in (root.to_text(), console.export_text()):
-        assert "schema [fork] claude-sonnet-4-5" in rendered
+        assert "schema [fork] claude-sonnet-4-6" in rendered
         assert "helper [named] local-llama" in rendered
         assert "cache write 8,000 5m + 500 1h" in rendered
         assert "by model" in rendered
         assert "cost unknown" in rendered
-    assert root.to_text().splitlines()[0] == "main [main] claude-sonnet-4-5"
+    assert root.to_text().splitlines()[0] == "main [main] claude-sonnet-4-6"
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,7 @@ MODEL_ALIASES: dict[str, Tier] = {
 _CLAUDE_TIERS: dict[Tier, str] = {
     "fast": "claude-haiku-4-5",
     "balanced": "claude-sonnet-4-6",
-    "strong": "claude-opus-4-5",
+    "strong": "claude-opus-4-6",
 }
 
 PROVIDER_TIERS: dict[str, dict[Tier, str]] = {

@@ -30,7 +30,7 @@ from ..agents.loader import CONFIG_DIR_ENV
 from ..errors import ConfigurationError
 
 MODEL_ENV = "FORKAGENT_MODEL"
-FALLBACK_MODEL = "emulator:claude-sonnet-4-5"
+FALLBACK_MODEL = "emulator:claude-sonnet-4-6"
 LIMIT_KEYS = ("max_turns", "max_tokens", "max_cost", "max_seconds")
 _USER_KEYS = frozenset({"model", "permission_mode", *LIMIT_KEYS})
 _PROJECT_KEYS = _USER_KEYS - {"permission_mode"}

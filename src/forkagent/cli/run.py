@@ -31,7 +31,7 @@ def run_command(
         str | None,
         typer.Option(
             help="provider:model, e.g. anthropic:claude-sonnet-4-6 or test:echo "
-            "[default: $FORKAGENT_MODEL, the config files, or emulator:claude-sonnet-4-5]",
+            "[default: $FORKAGENT_MODEL, the config files, or emulator:claude-sonnet-4-6]",
             show_default=False,
         ),
     ] = None,
