@@ -10,8 +10,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ._orchestration.budget import Budget, Limits, require_price
-from ._orchestration.loop import AgentRun, close_pending, run_loop
+from ._orchestration.loop import (
+    AgentRun,
+    LoopOutcome,
+    Notification,
+    close_pending,
+    run_loop,
+    within_deadline,
+)
 from ._orchestration.named import NamedAgents
+from ._orchestration.notify import notification_text
 from ._orchestration.prompt import DEFAULT_SYSTEM_PROMPT, render_system_prompt
 from ._orchestration.recording import Recorder
 from ._orchestration.routing import ForkGate
@@ -21,13 +29,20 @@ from .agents import AgentCatalog, AgentDefinition
 from .errors import AgentLimitError, ConfigurationError
 from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
 from .hooks import Hooks
-from .messages import JsonValue, Message, UserMessage, user
+from .messages import JsonValue, Message, TextBlock, UserMessage, user
 from .models import Model, resolve_model
 from .permissions import PermissionPolicy
 from .pricing import cost
 from .requests import ModelSettings
+from .state.lease import Lease
 from .state.registry import Registry
-from .state.transcript import Transcript, read_transcript
+from .state.transcript import (
+    StatusEntry,
+    Transcript,
+    TranscriptError,
+    UsageEntry,
+    read_transcript,
+)
 from .tools.agent_tool import AgentTool
 from .tools.base import Tool, ToolLike, as_tool
 from .tools.builtin import builtin_tools
@@ -85,6 +100,9 @@ class RunResult:
     agents: tuple[AgentSummary, ...]
     """Every agent of the tree, the main one first."""
     error: str | None = None
+    stop_reason: str | None = None
+    """Why the last turn stopped: the model's reason (``end_turn``, ``max_tokens``...)
+    or the limit that ended it (``max_turns``, ``max_tokens``, ``max_cost``, ``max_seconds``)."""
 
     @property
     def total_usage(self) -> Usage:
@@ -226,6 +244,8 @@ class Session:
             listeners=[*agent.listeners, *extra_listeners],
         )
         root_id = resume.header.agent_id if resume else self._runtime.new_id("main")
+        # Before anything is written: a second process must not append to a live transcript.
+        self._lease = None if agent.skip_transcript else Lease(root_id)
         settings = agent.settings
         if settings.cache_key is None:
             # One routing key for the whole tree: children inherit it (LESSONS 16).
@@ -252,6 +272,7 @@ class Session:
                 header.settings,
             )
             root.messages = list(resume.messages)
+            root.inbox.extend(_lost_children_notices(resume))
         self.root = self._runtime.adopt(root)
         if resume is not None:
             self._seed_cache_monitor(resume)
@@ -260,6 +281,8 @@ class Session:
         self._runtime.on_notification = self._on_notification
         registry = Registry() if agent.registry is None else agent.registry or None
         self.recorder = Recorder(self._runtime.runs, root_id, registry, not agent.skip_transcript)
+        if (writes := self.recorder.registry_writes) is not None:
+            writes.write(writes.registry.mark_lost)  # a crashed run's rows, swept on the next start
         self._runtime.listeners.insert(0, self.recorder)
         self._runtime.emit(AgentStarted(root_id, None, "main", "main", False))
         self._stop_poller: asyncio.Task[None] | None = None
@@ -267,7 +290,9 @@ class Session:
         self._resumes: set[asyncio.Task[None]] = set()
         self._status: AgentStatus = "completed"
         self._error: str | None = None
+        self._stop_reason: str | None = None
         self._finished = False
+        self._turn: asyncio.Task[LoopOutcome] | None = None
 
     @classmethod
     def resume(cls, agent: Agent, transcript: Transcript | Path | str) -> Session:
@@ -304,7 +329,8 @@ class Session:
         """Run the main agent from where its history stands (after a resume)."""
         async with self._lock:
             close_pending(self.root)
-            if self.root.messages and isinstance(self.root.messages[-1], UserMessage):
+            awaits_answer = self.root.messages and isinstance(self.root.messages[-1], UserMessage)
+            if awaits_answer or self.root.inbox:
                 await self._turns(drive=True)
         return self.result()
 
@@ -330,15 +356,32 @@ class Session:
         return self.result()
 
     async def _turns(self, drive: bool) -> None:
+        """Run the main agent's turns and record how they ended, whatever ends them.
+
+        The turns run as their own task, so ``forkagent stop`` can cancel them
+        (``cancelled``); cancelling the caller (Ctrl-C, a signal) ends them
+        ``interrupted`` and propagates; an error ends them ``failed`` and is raised.
+        """
         if self.recorder.registry is not None and self._stop_poller is None:
             self._stop_poller = asyncio.create_task(self._poll_stop_requests())
+        work = self._runtime.drive(self.root) if drive else run_loop(self.root)
+        self._turn = asyncio.create_task(within_deadline(self.root.budget, work))
         try:
-            async with asyncio.timeout(self.root.budget.limits.max_seconds):
-                outcome = await (self._runtime.drive(self.root) if drive else run_loop(self.root))
+            outcome = await self._turn
             self._status, self._error = outcome.status, outcome.error
-        except TimeoutError:
-            self._status, self._error = "timed_out", "the main agent ran out of time"
+            self._stop_reason = outcome.stop_reason
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                self._status = "interrupted"
+                self._error = f"interrupted; continue it with: forkagent resume {self.root.id}"
+                raise
+            self._status, self._error = "cancelled", "stopped on request"
+        except Exception as exc:
+            self._status, self._error = "failed", f"{type(exc).__name__}: {exc}"
+            raise
         finally:
+            self._turn = None
             close_pending(self.root)
             self._finish()
 
@@ -348,13 +391,18 @@ class Session:
         self._runtime.emit(AgentFinished(self.root.id, self._status, self.root.output, self._error))
 
     async def _poll_stop_requests(self, interval: float = 0.5) -> None:
-        """Honour ``forkagent stop ID`` from other processes."""
+        """Honour ``forkagent stop ID`` from other processes, for the main agent too."""
         registry = self.recorder.registry
         assert registry is not None
         while True:
             await asyncio.sleep(interval)
-            for task in list(self._runtime.tasks.values()):
-                if not task.done and await asyncio.to_thread(registry.stop_requested, task.id):
+            running = [t for t in self._runtime.tasks.values() if not t.done]
+            ids = [self.root.id, *(t.id for t in running)]
+            asked = await asyncio.to_thread(_asked_to_stop, registry, ids)
+            if self.root.id in asked and self._turn is not None:
+                self._turn.cancel()
+            for task in running:
+                if task.id in asked:
                     task.cancel()
 
     async def fork(self, directives: Sequence[str], *, background: bool = False) -> list[AgentTask]:
@@ -414,6 +462,8 @@ class Session:
             self._finish()
         await asyncio.to_thread(self.recorder.close)  # waits for the queued registry writes
         await self._runtime.close_models()
+        if self._lease is not None:
+            self._lease.release()
 
     def result(self) -> RunResult:
         return RunResult(
@@ -423,6 +473,7 @@ class Session:
             usage=self.root.usage,
             agents=tuple(self._summaries()),
             error=self._error,
+            stop_reason=self._stop_reason,
         )
 
     def _summaries(self) -> list[AgentSummary]:
@@ -470,6 +521,53 @@ def _replaced_by_options(agent: Agent) -> list[str]:
         and getattr(agent, f.name)
         != (f.default_factory() if callable(f.default_factory) else f.default)
     ]
+
+
+def _asked_to_stop(registry: Registry, agent_ids: Sequence[str]) -> set[str]:
+    return {i for i in agent_ids if registry.stop_requested(i)}
+
+
+def _lost_children_notices(transcript: Transcript) -> list[Notification]:
+    """A report for each background child that never finished: its process died first.
+
+    The resumed agent reads them at the top of its next turn, so it can start
+    the work again instead of waiting for results that will never come.
+    """
+    notices = []
+    for child in _unfinished_background_children(transcript):
+        header = child.header
+        text = notification_text(
+            task_id=header.agent_id,
+            status="lost",
+            label=header.label,
+            result="",
+            usage=child.usage,
+            turns=sum(1 for e in child.entries if isinstance(e, UsageEntry) and not e.prewarm),
+            seconds=0.0,
+            error=(
+                "the process running this agent ended before it finished, so its result will "
+                "never arrive; start it again if you still need it"
+            ),
+        )
+        notices.append(Notification(header.agent_id, TextBlock(text=text)))
+    return notices
+
+
+def _unfinished_background_children(transcript: Transcript) -> list[Transcript]:
+    found = []
+    for path in sorted(transcript.path.parent.glob("*.jsonl")):
+        try:
+            child = read_transcript(path) if path != transcript.path else None
+        except TranscriptError:
+            continue  # damaged: nothing reliable to tell
+        if child is None or child.finished:
+            continue
+        moved = any(isinstance(e, StatusEntry) and e.status == "background" for e in child.entries)
+        if child.header.parent_id == transcript.header.agent_id and (
+            child.header.background or moved
+        ):
+            found.append(child)
+    return found
 
 
 def _session_hooks(agent: Agent, cwd: Path) -> Hooks | None:

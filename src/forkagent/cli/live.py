@@ -104,6 +104,11 @@ class AgentBoard:
         elif isinstance(event, AgentFinished):
             line.status = event.status
 
+    @property
+    def main_id(self) -> str | None:
+        """The main agent's id, once it has started."""
+        return next((line.id for line in self.lines.values() if line.parent is None), None)
+
     def finish_main(self, status: AgentStatus) -> None:
         for line in self.lines.values():
             if line.parent is None:

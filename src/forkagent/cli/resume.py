@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -22,19 +21,25 @@ def resume_command(
     from ..agent import Agent, Session
     from ..errors import ForkagentError
     from ..state.registry import Registry
+    from ._outcome import Interrupted, exit_code, resume_hint, run_until_signal
 
     console = Console()
     try:
         record = Registry().get(agent_id)
         if record.transcript is None:
             raise typer.BadParameter(f"{record.id} was run with skip_transcript; nothing to resume")
-        result = asyncio.run(_resume(Session.resume(Agent(), record.transcript), prompt))
+        session = Session.resume(Agent(), record.transcript)
+        result = run_until_signal(lambda: _resume(session, prompt))
     except ForkagentError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
+    except Interrupted as exc:
+        console.print(f"interrupted by {exc}; {resume_hint(record.id)}", markup=False)
+        raise typer.Exit(exc.exit_code) from None
     console.print(result.output, markup=False, highlight=False)
     hit = result.usage.cache_hit_ratio
     console.print(f"status: {result.status}; cache hit {'-' if hit is None else f'{hit:.0%}'}")
+    raise typer.Exit(exit_code(result))
 
 
 async def _resume(session: Session, prompt: str | None) -> RunResult:

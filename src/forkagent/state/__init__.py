@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .lease import AgentBusyError, Lease
     from .registry import AgentRecord, Registry, RegistryError, RegistryWriter, StopResult
     from .transcript import (
         CacheEntry,
         MessageEntry,
+        StateDirError,
         StatusEntry,
         Transcript,
         TranscriptError,
@@ -29,11 +31,13 @@ if TYPE_CHECKING:
         transcript_path,
     )
     from .worktrees import (
+        LeftWorktree,
         Worktree,
         WorktreeError,
         WorktreeResult,
         create_worktree,
         finish_worktree,
+        left_worktree,
         sweep_worktrees,
         worktree_notice,
     )
@@ -41,10 +45,12 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        ".lease": ("AgentBusyError", "Lease"),
         ".registry": ("AgentRecord", "Registry", "RegistryError", "RegistryWriter", "StopResult"),
         ".transcript": (
             "CacheEntry",
             "MessageEntry",
+            "StateDirError",
             "StatusEntry",
             "Transcript",
             "TranscriptError",
@@ -61,8 +67,10 @@ __getattr__, __dir__ = lazy_exports(
             "Worktree",
             "WorktreeError",
             "WorktreeResult",
+            "LeftWorktree",
             "create_worktree",
             "finish_worktree",
+            "left_worktree",
             "sweep_worktrees",
             "worktree_notice",
         ),
@@ -70,12 +78,16 @@ __getattr__, __dir__ = lazy_exports(
 )
 
 __all__ = [
+    "AgentBusyError",
     "AgentRecord",
     "CacheEntry",
+    "Lease",
+    "LeftWorktree",
     "MessageEntry",
     "Registry",
     "RegistryError",
     "RegistryWriter",
+    "StateDirError",
     "StatusEntry",
     "StopResult",
     "Transcript",
@@ -89,6 +101,7 @@ __all__ = [
     "WorktreeResult",
     "create_worktree",
     "finish_worktree",
+    "left_worktree",
     "read_transcript",
     "read_tree",
     "state_dir",
