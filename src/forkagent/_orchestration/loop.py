@@ -206,7 +206,7 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
         if uses:
             results = await dispatch(run, uses)
             if response.stop_reason == "max_tokens":
-                cut = TextBlock(text=f"Your reply was cut: {_truncated_error(run)}.")
+                cut = TextBlock(text=f"Note: {_truncated_error(run)}.")
                 results = UserMessage(content=(*results.content, cut), origin=results.origin)
             run.append(results)
             continue

@@ -68,6 +68,8 @@ class ModelProfile:
     warmup: Warmup = "none"
     supports_prewarm: bool = False
     min_cache_tokens: int = 0
+    caches: bool = True
+    """False for models with no prompt cache (the test models): reading nothing is no break."""
 
 
 class Model(ABC):

@@ -25,7 +25,7 @@ ScriptItem: TypeAlias = Reply | BaseException | ReplyFunction
 class _RecordingModel(Model):
     def __init__(self, name: str) -> None:
         self._name = name
-        self.profile = ModelProfile(provider="test")
+        self.profile = ModelProfile(provider="test", caches=False)
         self.requests: list[ModelRequest] = []
 
     @property
