@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 if TYPE_CHECKING:
     from ..agent import RunResult, Session
@@ -31,10 +32,12 @@ def resume_command(
         session = Session.resume(Agent(), record.transcript)
         result = run_until_signal(lambda: _resume(session, prompt))
     except ForkagentError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     except Interrupted as exc:
-        console.print(f"interrupted by {exc}; {resume_hint(record.id)}", markup=False)
+        console.print(
+            f"interrupted by {exc}; {resume_hint(record.id)}", markup=False, soft_wrap=True
+        )
         raise typer.Exit(exc.exit_code) from None
     console.print(result.output, markup=False, highlight=False)
     hit = result.usage.cache_hit_ratio

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, cast, get_args
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 if TYPE_CHECKING:
     from ..agent import RunResult
@@ -68,7 +69,7 @@ def run_command(
             lambda: watch(lambda: agent.run(prompt), board, console, live=console.is_terminal)
         )
     except ForkagentError as exc:
-        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         _hint(console, board.main_id)
         raise typer.Exit(1) from None
     except Interrupted as exc:
@@ -84,7 +85,11 @@ def run_command(
         board.plain(console)
     console.print(result.output, markup=False, highlight=False)
     if result.error:
-        console.print(f"[yellow]{result.status}:[/yellow] {result.error}", highlight=False)
+        console.print(
+            f"[yellow]{result.status}:[/yellow] {escape(result.error)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if code:
         _hint(console, board.main_id)
     raise typer.Exit(code)
@@ -94,7 +99,7 @@ def _hint(console: Console, main_id: str | None) -> None:
     from ._outcome import resume_hint
 
     if main_id:
-        console.print(resume_hint(main_id), markup=False, highlight=False)
+        console.print(resume_hint(main_id), markup=False, highlight=False, soft_wrap=True)
 
 
 def _result_json(result: RunResult, board: AgentBoard) -> dict[str, object]:
