@@ -272,7 +272,7 @@ class Session:
                 header.settings,
             )
             root.messages = list(resume.messages)
-            root.inbox.extend(_lost_children_notices(resume))
+            root.inbox.extend(_undelivered_reports(resume))
         self.root = self._runtime.adopt(root)
         if resume is not None:
             self._seed_cache_monitor(resume)
@@ -527,45 +527,52 @@ def _asked_to_stop(registry: Registry, agent_ids: Sequence[str]) -> set[str]:
     return {i for i in agent_ids if registry.stop_requested(i)}
 
 
-def _lost_children_notices(transcript: Transcript) -> list[Notification]:
-    """A report for each background child that never finished: its process died first.
+def _undelivered_reports(transcript: Transcript) -> list[Notification]:
+    """A report for each background child whose report never reached the resumed agent.
 
-    The resumed agent reads them at the top of its next turn, so it can start
-    the work again instead of waiting for results that will never come.
+    Its process died (or was interrupted) first: a child that never finished
+    is reported ``lost``, one that did with its own status and output. The
+    agent reads them at the top of its next turn, so it can start lost work
+    again instead of waiting for results that will never come.
     """
+    history = "\n".join(
+        b.text for m in transcript.messages for b in m.content if isinstance(b, TextBlock)
+    )
     notices = []
-    for child in _unfinished_background_children(transcript):
-        header = child.header
+    for child in _background_children(transcript):
+        header, final = child.header, child.status if child.finished else None
+        if f"task: {header.agent_id}\n" in history:
+            continue  # delivered before the process ended
+        lost = (
+            "the process running this agent ended before it finished, so its result will "
+            "never arrive; start it again if you still need it"
+        )
         text = notification_text(
             task_id=header.agent_id,
-            status="lost",
+            status=final.status if final else "lost",
             label=header.label,
-            result="",
+            result=(final.output or "") if final else "",
             usage=child.usage,
             turns=sum(1 for e in child.entries if isinstance(e, UsageEntry) and not e.prewarm),
             seconds=0.0,
-            error=(
-                "the process running this agent ended before it finished, so its result will "
-                "never arrive; start it again if you still need it"
-            ),
+            error=final.error if final else lost,
         )
         notices.append(Notification(header.agent_id, TextBlock(text=text)))
     return notices
 
 
-def _unfinished_background_children(transcript: Transcript) -> list[Transcript]:
+def _background_children(transcript: Transcript) -> list[Transcript]:
+    """The agent's direct children that ran in the background, from the tree's folder."""
     found = []
     for path in sorted(transcript.path.parent.glob("*.jsonl")):
         try:
             child = read_transcript(path) if path != transcript.path else None
         except TranscriptError:
             continue  # damaged: nothing reliable to tell
-        if child is None or child.finished:
+        if child is None or child.header.parent_id != transcript.header.agent_id:
             continue
         moved = any(isinstance(e, StatusEntry) and e.status == "background" for e in child.entries)
-        if child.header.parent_id == transcript.header.agent_id and (
-            child.header.background or moved
-        ):
+        if child.header.background or moved:
             found.append(child)
     return found
 

@@ -16,6 +16,7 @@ import pytest
 
 from forkagent import Session
 from forkagent._orchestration.budget import Limits
+from forkagent._orchestration.runtime import RuntimeOptions
 from forkagent.errors import ConfigurationError, ModelError, ProviderError
 from forkagent.events import NOTIFICATION_TAG, AgentFinished, RequestSent
 from forkagent.hooks import HookInput, HookOutcome, Hooks
@@ -172,6 +173,12 @@ def test_negative_limits_are_refused(field: str) -> None:
         Limits(**{field: -1})
 
 
+@pytest.mark.parametrize("field", ["max_depth", "max_agents", "auto_background_after"])
+def test_negative_runtime_options_are_refused(field: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"{field} is -1"):
+        RuntimeOptions(**{field: -1})
+
+
 # -- 8. hooks around children ----------------------------------------------------------
 
 
@@ -304,37 +311,46 @@ async def test_resuming_an_agent_whose_session_still_runs_is_refused(tmp_path: P
         assert (await resumed.send("again")).status == "completed"
 
 
-async def test_a_resumed_agent_is_told_which_background_children_were_lost(
+def _child_transcript(root_id: str, child_id: str, cwd: Path, *, output: str | None) -> None:
+    """A background child's transcript as a dead process left it: ended only with ``output``."""
+    with TranscriptWriter(transcript_path(root_id, child_id)) as child:
+        child.header(
+            TranscriptHeader(
+                agent_id=child_id,
+                parent_id=root_id,
+                root_id=root_id,
+                kind="fork",
+                label=f"work of {child_id}",
+                model="test:function",
+                cwd=str(cwd),
+                background=True,
+            )
+        )
+        child.message(user("do the work"))
+        child.status("running")
+        if output is not None:
+            child.status("completed", output=output)
+
+
+async def test_a_resumed_agent_is_told_of_background_children_whose_reports_never_came(
     tmp_path: Path,
 ) -> None:
-    """A transcript pair as a killed process leaves it: the child started, never ended."""
+    """One child never ended (lost); one ended as the process died, its report undelivered."""
     root = make_agent(FunctionModel(lambda r: "reviewing"), tmp_path)
     async with root.session() as first:
         await first.send("start the review")
         root_id = first.root.id
-    child_path = transcript_path(root_id, "fork-1-abc")
-    with TranscriptWriter(child_path) as child:
-        child.header(
-            TranscriptHeader(
-                agent_id="fork-1-abc",
-                parent_id=root_id,
-                root_id=root_id,
-                kind="fork",
-                label="review the schema",
-                model="test:function",
-                cwd=str(tmp_path),
-                background=True,
-            )
-        )
-        child.message(user("review the schema"))
-        child.status("running")
+    _child_transcript(root_id, "fork-1-abc", tmp_path, output=None)
+    _child_transcript(root_id, "fork-2-def", tmp_path, output="the schema is fine")
 
     async with Session.resume(root, transcript_path(root_id, root_id)) as session:
         result = await session.proceed()
 
-    told = result.messages[2]  # the next turn starts with it, then the model answers
+    told = result.messages[2]  # the next turn starts with them, then the model answers
     assert isinstance(told, UserMessage)
     assert isinstance(result.messages[3], AssistantMessage)
-    assert "fork-1-abc" in told.text
-    assert "status: lost" in told.text
+    lost, ended = (b.text for b in told.content)
+    assert "task: fork-1-abc\nstatus: lost" in lost
+    assert "task: fork-2-def\nstatus: completed" in ended
+    assert "the schema is fine" in ended
     assert result.status == "completed"

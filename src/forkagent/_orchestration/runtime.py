@@ -14,7 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import AgentLimitError, AgentSpawnError, ForkagentError, ToolError
+from ..errors import (
+    AgentLimitError,
+    AgentSpawnError,
+    ConfigurationError,
+    ForkagentError,
+    ToolError,
+)
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentStatus, Event
 from ..messages import JsonValue, TextBlock, user
 from ..models.base import Model
@@ -60,6 +66,12 @@ class RuntimeOptions:
     """Seconds after which a sync child moves to the background; None = never."""
     resume_on_notification: bool = True
     """An idle parent starts a new turn when a background child reports."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_depth", "max_agents", "auto_background_after"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigurationError(f"RuntimeOptions.{name} is {value}: give 0 or more")
 
 
 @dataclass(frozen=True, slots=True)
