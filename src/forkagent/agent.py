@@ -244,8 +244,6 @@ class Session:
             listeners=[*agent.listeners, *extra_listeners],
         )
         root_id = resume.header.agent_id if resume else self._runtime.new_id("main")
-        # Before anything is written: a second process must not append to a live transcript.
-        self._lease = None if agent.skip_transcript else Lease(root_id)
         settings = agent.settings
         if settings.cache_key is None:
             # One routing key for the whole tree: children inherit it (LESSONS 16).
@@ -279,12 +277,14 @@ class Session:
         if not isinstance(agent.model, Model):
             self._runtime.owned_models.append(model)
         self._runtime.on_notification = self._on_notification
-        registry = Registry() if agent.registry is None else agent.registry or None
-        self.recorder = Recorder(self._runtime.runs, root_id, registry, not agent.skip_transcript)
-        if (writes := self.recorder.registry_writes) is not None:
-            writes.write(writes.registry.mark_lost)  # a crashed run's rows, swept on the next start
-        self._runtime.listeners.insert(0, self.recorder)
-        self._runtime.emit(AgentStarted(root_id, None, "main", "main", False))
+        # Before anything is written: a second process must not append to a live transcript.
+        self._lease = None if agent.skip_transcript else Lease(root_id)
+        try:
+            self.recorder = self._record(agent, root_id)
+        except BaseException:
+            if self._lease is not None:
+                self._lease.release()
+            raise
         self._stop_poller: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._resumes: set[asyncio.Task[None]] = set()
@@ -293,6 +293,16 @@ class Session:
         self._stop_reason: str | None = None
         self._finished = False
         self._turn: asyncio.Task[LoopOutcome] | None = None
+
+    def _record(self, agent: Agent, root_id: str) -> Recorder:
+        """Start the transcripts and registry rows (sweeping a crashed run's rows first)."""
+        registry = Registry() if agent.registry is None else agent.registry or None
+        recorder = Recorder(self._runtime.runs, root_id, registry, not agent.skip_transcript)
+        if (writes := recorder.registry_writes) is not None:
+            writes.write(writes.registry.mark_lost)
+        self._runtime.listeners.insert(0, recorder)
+        self._runtime.emit(AgentStarted(root_id, None, "main", "main", False))
+        return recorder
 
     @classmethod
     def resume(cls, agent: Agent, transcript: Transcript | Path | str) -> Session:

@@ -31,10 +31,6 @@ def test_a_run_stopped_by_its_turn_limit_exits_4_and_says_how_to_resume() -> Non
     assert f"forkagent resume {main.id}" in output
 
 
-def test_a_completed_run_exits_0() -> None:
-    assert _run("run", "Say hello", "--model", "test:echo")[0] == 0
-
-
 def test_a_negative_turn_limit_is_refused() -> None:
     code, output = _run("run", "Say hello", "--model", "test:echo", "--max-turns", "-1")
 

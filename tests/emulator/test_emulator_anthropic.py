@@ -367,7 +367,7 @@ def test_rule_streaming_usage_in_message_start(claude: anthropic.Anthropic) -> N
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"model": "claude-opus-4-5"}, "model_changed"),
+        ({"model": "claude-sonnet-4-6"}, "model_changed"),
         ({"tools": [{**TOOL, "name": "other"}]}, "tools_changed"),
         ({"system": system_block(1500, "changed", ttl=None)}, "system_changed"),
         ({"messages": [user("a different start")]}, "messages_changed"),

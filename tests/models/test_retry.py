@@ -186,7 +186,7 @@ async def test_a_stream_that_just_stops_is_retried_like_a_cut(sleeps: list[float
 
 @pytest.mark.parametrize("status", [400, 401, 429, 500, 529])
 def test_a_provider_message_ending_in_a_full_stop_gives_no_double_stop(status: int) -> None:
-    error = provider_error("acme", status, {"error": {"message": "Slow down please. "}})
+    error = provider_error("acme", status, {"error": {"message": "Slow down please."}})
 
     assert ".." not in str(error)
     assert "Slow down please." in str(error)

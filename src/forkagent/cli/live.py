@@ -155,8 +155,13 @@ async def watch(
         return await start()
     with Live(board.render(), console=console, refresh_per_second=8) as view:
         task = asyncio.ensure_future(start())
-        while not task.done():
-            view.update(board.render())
-            await asyncio.sleep(0.125)
+        try:
+            while not task.done():
+                view.update(board.render())
+                await asyncio.sleep(0.125)
+        except asyncio.CancelledError:  # Ctrl-C or a signal: the run records it and cleans up
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise
         view.update(board.render())
         return await task
