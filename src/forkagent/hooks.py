@@ -337,6 +337,11 @@ async def _run_command(
     payload = json.dumps(hook_input.to_json(), default=str).encode()
     try:
         out, err = await asyncio.wait_for(proc.communicate(payload), hook.timeout)
+    except asyncio.CancelledError:  # the run ends (Ctrl-C, a signal, a stop): so does the hook
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        raise
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
