@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from . import economics, overhead
+from . import compaction, economics, overhead
 from ._agents import MODEL
 
 TARGETS: dict[str, float] = {
@@ -30,13 +30,19 @@ TARGETS: dict[str, float] = {
 """Upper limits: warm-up forks within 2% of the bound, a fork under 1 ms and 50 kB, cancel under 100 ms."""
 
 
-async def _measure(quick: bool) -> tuple[list[economics.Row], overhead.Overhead]:
-    return await economics.measure(quick), await overhead.measure(quick)
+async def _measure(
+    quick: bool,
+) -> tuple[list[economics.Row], overhead.Overhead, compaction.Compaction]:
+    return (
+        await economics.measure(quick),
+        await overhead.measure(quick),
+        await compaction.measure(),
+    )
 
 
 def collect(quick: bool = False) -> dict[str, Any]:
     """Run both benchmarks: ``economics`` rows, ``overhead`` figures, ``targets`` and ``checks``."""
-    rows, costs = asyncio.run(_measure(quick))
+    rows, costs, compacted = asyncio.run(_measure(quick))
     warmups = [r.ratio_to_bound for r in rows if r.strategy == "forks_with_warmup"]
     figures = asdict(costs)
     checks = {"warmup_ratio_to_bound": max(warmups) <= TARGETS["warmup_ratio_to_bound"]}
@@ -46,6 +52,7 @@ def collect(quick: bool = False) -> dict[str, Any]:
         "model": MODEL,
         "economics": [asdict(row) for row in rows],
         "overhead": figures,
+        "compaction": {**asdict(compacted), "ratio": round(compacted.ratio, 4)},
         "targets": TARGETS,
         "checks": checks,
     }
@@ -135,4 +142,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         console = Console()
         console.print(economics_table(report))
         console.print(overhead_table(report))
+        console.print(compaction_line(report))
     return report
+
+
+def compaction_line(report: dict[str, Any]) -> str:
+    c = report["compaction"]
+    return (
+        f"compaction of a {c['prompt_tokens']:,}-token conversation: by a fork "
+        f"{c['fork']:,.0f}, by a fresh agent {c['fresh']:,.0f} input-token equivalents "
+        f"({c['ratio']:.2f}x)"
+    )

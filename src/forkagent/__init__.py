@@ -12,11 +12,12 @@ from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._orchestration.budget import Limits
+    from ._orchestration.compaction import CompactionError, CompactionResult
     from ._orchestration.fanout import FanoutMode
     from ._orchestration.routing import ForkGate
-    from ._orchestration.runtime import RuntimeOptions
+    from ._orchestration.runtime import ForkParams, RuntimeOptions
     from ._orchestration.tasks import AgentTask, TaskResult
-    from .agent import Agent, AgentSummary, RunResult, Session
+    from .agent import Agent, AgentSummary, ForkHandle, RunResult, Session
     from .agents import AgentDefinition
     from .errors import (
         AgentLimitError,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
         ConfigurationError,
         ForkagentError,
         ModelError,
+        OutputError,
         ProviderError,
         ToolError,
     )
@@ -46,9 +48,10 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "._orchestration.budget": ("Limits",),
+        "._orchestration.compaction": ("CompactionError", "CompactionResult"),
         "._orchestration.fanout": ("FanoutMode",),
         "._orchestration.routing": ("ForkGate",),
-        "._orchestration.runtime": ("RuntimeOptions",),
+        "._orchestration.runtime": ("ForkParams", "RuntimeOptions"),
         "._orchestration.tasks": (
             "AgentTask",
             "TaskResult",
@@ -56,6 +59,7 @@ __getattr__, __dir__ = lazy_exports(
         ".agent": (
             "Agent",
             "AgentSummary",
+            "ForkHandle",
             "RunResult",
             "Session",
         ),
@@ -67,6 +71,7 @@ __getattr__, __dir__ = lazy_exports(
             "ConfigurationError",
             "ForkagentError",
             "ModelError",
+            "OutputError",
             "ProviderError",
             "ToolError",
         ),
@@ -106,9 +111,13 @@ __all__ = [
     "AgentTask",
     "AssistantMessage",
     "BudgetExceededError",
+    "CompactionError",
+    "CompactionResult",
     "ConfigurationError",
     "FanoutMode",
     "ForkGate",
+    "ForkHandle",
+    "ForkParams",
     "ForkagentError",
     "ImageBlock",
     "Limits",
@@ -117,6 +126,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "OutputError",
     "ProviderError",
     "RunResult",
     "RuntimeOptions",

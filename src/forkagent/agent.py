@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, cast
+
+from typing_extensions import TypeVar
 
 from ._orchestration.budget import Budget, Limits, require_price
+from ._orchestration.compaction import CompactionResult, compact, prompt_size, threshold
 from ._orchestration.loop import (
     AgentRun,
     LoopOutcome,
@@ -20,13 +24,14 @@ from ._orchestration.loop import (
 )
 from ._orchestration.named import NamedAgents
 from ._orchestration.notify import notification_text
+from ._orchestration.output import OutputSpec
 from ._orchestration.prompt import DEFAULT_SYSTEM_PROMPT, render_system_prompt
 from ._orchestration.recording import Recorder
 from ._orchestration.routing import ForkGate
-from ._orchestration.runtime import Runtime, RuntimeOptions
+from ._orchestration.runtime import ForkParams, Runtime, RuntimeOptions, SpawnRequest
 from ._orchestration.tasks import AgentTask, TaskResult
 from .agents import AgentCatalog, AgentDefinition
-from .errors import AgentLimitError, ConfigurationError
+from .errors import AgentLimitError, ConfigurationError, OutputError
 from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
 from .hooks import Hooks
 from .messages import JsonValue, Message, TextBlock, UserMessage, user
@@ -52,6 +57,10 @@ if TYPE_CHECKING:
     from .telemetry.usage_tree import UsageNode
 
 DEFAULT_MODEL = "emulator:claude-sonnet-4-5"
+
+OutputT = TypeVar("OutputT", default=str)
+"""What a run returns as ``output``: the final text, or the ``output_type`` given to ``Agent``."""
+_TEXT: Any = str
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +100,9 @@ class AgentSummary:
 
 
 @dataclass(frozen=True, slots=True)
-class RunResult:
-    output: str
+class RunResult(Generic[OutputT]):
+    output: OutputT
+    """The final text, or the validated ``output_type`` object."""
     status: AgentStatus
     messages: tuple[Message, ...]
     usage: Usage
@@ -103,11 +113,33 @@ class RunResult:
     stop_reason: str | None = None
     """Why the last turn stopped: the model's reason (``end_turn``, ``max_tokens``...)
     or the limit that ended it (``max_turns``, ``max_tokens``, ``max_cost``, ``max_seconds``)."""
+    text: str = ""
+    """The main agent's last text (with an ``output_type``, what came with the answer)."""
 
     @property
     def total_usage(self) -> Usage:
         """Usage summed over the whole tree."""
         return sum((a.usage for a in self.agents), Usage())
+
+    def _repr_markdown_(self) -> str:
+        """How a notebook shows a result: the outcome, then one row per agent."""
+        rows = [
+            f"| {a.id} | {a.kind} | {a.label} | {a.status} | {a.usage.cache_read_tokens:,} | "
+            + ("unknown" if a.cost is None else f"${a.cost:.4f}")
+            + " |"
+            for a in self.agents
+        ]
+        return "\n".join(
+            [
+                f"**{self.status}**" + (f": {self.error}" if self.error else ""),
+                "",
+                f"```\n{self.output}\n```",
+                "",
+                "| agent | kind | label | status | cache read | cost |",
+                "|---|---|---|---|---:|---:|",
+                *rows,
+            ]
+        )
 
     def usage_tree(self) -> UsageNode:
         """Usage per agent, per child and per model, summed to the root; see docs/telemetry.md."""
@@ -121,12 +153,14 @@ class RunResult:
 
 
 @dataclass
-class Agent:
+class Agent(Generic[OutputT]):
     """An agent configuration. Each ``run`` or ``session`` starts a fresh tree.
 
     ``model`` is a ``provider:model`` string (``emulator:...`` runs offline)
     or a ``Model``. Tools are the built-ins plus ``tools``; the Agent tool is
-    added when ``subagents`` is on.
+    added when ``subagents`` is on. With ``output_type`` (a pydantic model,
+    dataclass, TypedDict or any type pydantic validates) the run's ``output``
+    is a validated object of that type.
     """
 
     model: str | Model = DEFAULT_MODEL
@@ -162,6 +196,23 @@ class Agent:
     """Write no transcript files (the registry still lists the agents)."""
     registry: Registry | Literal[False] | None = None
     """The agent registry; None = the default SQLite file, False = none."""
+    output_type: type[OutputT] = _TEXT
+    """``str`` (the final text) or a type the answer is validated against."""
+    output_retries: int = 1
+    """How often an answer that does not validate is sent back to the model before the run fails."""
+    load_user_agents: bool = False
+    """Also read the user's agent files (``~/.forkagent/agents``, ``~/.claude/agents``). Off
+    by default so that a program behaves the same on every machine; the CLI turns it on."""
+    compact_at: float | None = 0.8
+    """Compact the main agent's conversation before a request that would hold more: up to 1,
+    a fraction of the model's context window (models without a known window never
+    compact on their own); above 1, a token count; None, never."""
+    compact_keep: float = 0.25
+    """How much of the threshold the latest turns kept after the summary may take."""
+    after_turn: Sequence[ForkParams | Callable[[Session[Any]], ForkParams | None]] = ()
+    """Forks started in the background, not reported into the conversation, each time the
+    main agent ends a turn (memory consolidation, a session summary): a ``ForkParams``,
+    or a function of the session that returns one or None (skip this turn)."""
 
     def __post_init__(self) -> None:
         if self.options is not None and (dropped := _replaced_by_options(self)):
@@ -174,34 +225,44 @@ class Agent:
         model = self.model.name if isinstance(self.model, Model) else self.model
         limits = (self.limits, self.tree_limits, self.runtime_options().child_limits)
         require_price(model, *limits)
+        self.output_spec()  # an output type pydantic cannot validate fails here, not mid-run
 
-    def session(self) -> Session:
+    def output_spec(self) -> OutputSpec | None:
+        if self.output_type is str:
+            return None
+        try:
+            return OutputSpec.of(self.output_type, mode="tool", retries=self.output_retries)
+        except Exception as exc:
+            raise ConfigurationError(
+                f"output_type {self.output_type!r} cannot be used: {exc}"
+            ) from exc
+
+    def session(self) -> Session[OutputT]:
         return Session(self)
 
-    async def run(self, prompt: str) -> RunResult:
+    async def run(self, prompt: str) -> RunResult[OutputT]:
         """Run one prompt to the end, background children and their reports included."""
         async with self.session() as session:
             return await session.send(prompt, wait_for_background=True)
 
-    def run_sync(self, prompt: str) -> RunResult:
-        return asyncio.run(self.run(prompt))
+    def run_sync(self, prompt: str) -> RunResult[OutputT]:
+        """``run`` for code without an event loop; in a notebook (a loop is running), ``await agent.run(...)``."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(prompt))
+        raise ConfigurationError(
+            "run_sync cannot start a second event loop inside a running one (a Jupyter "
+            "notebook, an async framework): use `await agent.run(...)` there instead"
+        )
 
     async def stream(self, prompt: str) -> AsyncIterator[Event]:
-        """The run's events as they happen; the last one is the main agent's finish."""
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        session = Session(self, extra_listeners=(queue.put_nowait,))
-
-        async def drive() -> None:
-            try:
-                async with session:
-                    await session.send(prompt, wait_for_background=True)
-            finally:
-                queue.put_nowait(None)
-
-        task = asyncio.create_task(drive())
-        while (event := await queue.get()) is not None:
-            yield event
-        await task
+        """The run's events as they happen, the main agent's text and thinking as
+        ``OutputDelta``s among them; the last one is the main agent's finish.
+        For the result too, use ``Session.stream`` and then ``session.result()``."""
+        async with self.session() as session:
+            async for event in session.stream(prompt, wait_for_background=True):
+                yield event
 
     def runtime_options(self) -> RuntimeOptions:
         if self.options is not None:
@@ -214,11 +275,13 @@ class Agent:
     def catalog(self) -> AgentCatalog:
         from .agents.loader import load_agents  # YAML loads only when files are read
 
-        base = load_agents(self.cwd) if self.load_agent_files else AgentCatalog()
+        if not self.load_agent_files:
+            return AgentCatalog().with_agents(*self.agents)
+        base = load_agents(self.cwd, user=self.load_user_agents)
         return base.with_agents(*self.agents)
 
 
-class Session:
+class Session(Generic[OutputT]):
     """A live conversation with the main agent and its children.
 
     Use as an async context manager: leaving it cancels children still running.
@@ -226,7 +289,7 @@ class Session:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent[OutputT],
         *,
         extra_listeners: Sequence[Callable[[Event], None]] = (),
         resume: Transcript | None = None,
@@ -248,18 +311,21 @@ class Session:
         if settings.cache_key is None:
             # One routing key for the whole tree: children inherit it (LESSONS 16).
             settings = settings.model_copy(update={"cache_key": f"forkagent-{root_id}"})
+        output = agent.output_spec()
         root = AgentRun(
             id=root_id,
             model=model,
             system=render_system_prompt(agent.system_prompt, cwd),
             tools=tools,
-            tool_specs=tuple(t.spec() for t in tools),
+            # The output tool is there from the first request, so it never moves the prefix.
+            tool_specs=(*(t.spec() for t in tools), *((output.tool_spec(),) if output else ())),
             settings=settings,
             cwd=cwd,
             budget=self._runtime.tree_budget.child(agent.limits),
             timeout=agent.request_timeout,
             hooks=_session_hooks(agent, cwd),
             policy=agent.permissions,
+            output_spec=output,
         )
         if resume is not None:
             # The exact bytes it sent before, so the resumed agent still hits the cache.
@@ -274,6 +340,13 @@ class Session:
         self.root = self._runtime.adopt(root)
         if resume is not None:
             self._seed_cache_monitor(resume)
+        self._compact_at = threshold(model.context_window, agent.compact_at)
+        self._keep_tokens = int((self._compact_at or 0) * agent.compact_keep)
+        if self._compact_at is not None:
+            self.root.before_request = self._compact_if_due
+        self._after_turn = tuple(agent.after_turn)
+        self.after_turn_handles: list[ForkHandle] = []
+        """This session's after-turn forks still running; they are cancelled with it."""
         if not isinstance(agent.model, Model):
             self._runtime.owned_models.append(model)
         self._runtime.on_notification = self._on_notification
@@ -293,8 +366,9 @@ class Session:
         self._stop_reason: str | None = None
         self._finished = False
         self._turn: asyncio.Task[LoopOutcome] | None = None
+        self._watchers: set[asyncio.Task[None]] = set()
 
-    def _record(self, agent: Agent, root_id: str) -> Recorder:
+    def _record(self, agent: Agent[Any], root_id: str) -> Recorder:
         """Start the transcripts and registry rows (sweeping a crashed run's rows first)."""
         registry = Registry() if agent.registry is None else agent.registry or None
         recorder = Recorder(self._runtime.runs, root_id, registry, not agent.skip_transcript)
@@ -305,7 +379,7 @@ class Session:
         return recorder
 
     @classmethod
-    def resume(cls, agent: Agent, transcript: Transcript | Path | str) -> Session:
+    def resume(cls, agent: Agent[OutputT], transcript: Transcript | Path | str) -> Session[OutputT]:
         """Continue a main agent from its transcript: same prompt, tools, settings, history.
 
         ``agent`` supplies what a transcript cannot hold (tool implementations,
@@ -334,8 +408,14 @@ class Session:
         request = self.root.build_request().model_copy(update={"messages": answered.messages})
         age = time.time() - answered.at.timestamp()
         self._runtime.cache_monitor.seed(self.root.id, request, age=age)
+        # The cache-safe snapshot, as before the resume: forks and compaction build on it.
+        self.root.last_request = request
+        usages = [
+            e.usage for e in transcript.entries if isinstance(e, UsageEntry) and not e.prewarm
+        ]
+        self.root.last_usage = usages[-1] if usages else None
 
-    async def proceed(self) -> RunResult:
+    async def proceed(self) -> RunResult[OutputT]:
         """Run the main agent from where its history stands (after a resume)."""
         async with self._lock:
             close_pending(self.root)
@@ -344,7 +424,7 @@ class Session:
                 await self._turns(drive=True)
         return self.result()
 
-    async def __aenter__(self) -> Session:
+    async def __aenter__(self) -> Session[OutputT]:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -354,16 +434,64 @@ class Session:
     def messages(self) -> tuple[Message, ...]:
         return tuple(self.root.messages)
 
-    async def send(self, prompt: str, *, wait_for_background: bool = False) -> RunResult:
+    async def send(self, prompt: str, *, wait_for_background: bool = False) -> RunResult[OutputT]:
         """Add a user message and run the main agent until it stops.
 
         With ``wait_for_background`` it also waits for background children and
         runs the turns their notifications start.
         """
         async with self._lock:
+            self.root.output_ready, self.root.output_failures = False, 0
             self.root.append(user(prompt))
             await self._turns(wait_for_background)
+            # At the turn's end the whole conversation is cached: the cheapest moment.
+            await self._compact_if_due(self.root)
+            self._start_after_turn_forks()
         return self.result()
+
+    async def compact(self) -> CompactionResult:
+        """Summarise the conversation now, through a fork that reads it from the cache,
+        and continue from the summary and the latest turns (``CompactionError`` if the
+        summary fails; the conversation is then unchanged)."""
+        async with self._lock:
+            return await compact(self.root, keep_tokens=self._keep_tokens or 2_000)
+
+    async def _compact_if_due(self, run: AgentRun) -> None:
+        if self._compact_at is not None and prompt_size(run) >= self._compact_at:
+            await compact(run, keep_tokens=self._keep_tokens)
+
+    def _start_after_turn_forks(self) -> None:
+        self.after_turn_handles = [h for h in self.after_turn_handles if not h.task.done]
+        for item in self._after_turn:
+            params = item(self) if callable(item) else item
+            if params is not None:
+                self.after_turn_handles.append(self.fork_and_forget(params))
+
+    async def stream(
+        self, prompt: str, *, wait_for_background: bool = False
+    ) -> AsyncIterator[Event]:
+        """``send``, yielding the tree's events as they happen, with the main agent's
+        reply streamed as ``OutputDelta`` and ``ToolCallStarted`` events. Afterwards
+        ``result()`` has the outcome (and raises what ``send`` would have raised)."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._runtime.listeners.append(queue.put_nowait)
+        self.root.stream = True
+
+        async def drive() -> None:
+            try:
+                await self.send(prompt, wait_for_background=wait_for_background)
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(drive())
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            await task
+        finally:
+            task.cancel()
+            self.root.stream = False
+            self._runtime.listeners.remove(queue.put_nowait)
 
     async def _turns(self, drive: bool) -> None:
         """Run the main agent's turns and record how they ended, whatever ends them.
@@ -415,8 +543,15 @@ class Session:
                 if task.id in asked:
                     task.cancel()
 
-    async def fork(self, directives: Sequence[str], *, background: bool = False) -> list[AgentTask]:
+    async def fork(
+        self, directives: Sequence[str | ForkParams], *, background: bool = False
+    ) -> list[AgentTask]:
         """Fork one child per directive from the conversation as it stands.
+
+        A directive is a string, or a ``ForkParams`` with the child's own label,
+        limits, tool filter, transcript choice, callback, cancel token or
+        ``output_type`` (its validated answer is ``result.value``). None of these
+        changes the prefix the children share with this conversation.
 
         Without ``background`` this waits for all of them; either way the
         handles carry the results. Background children also report into the
@@ -429,12 +564,69 @@ class Session:
         try:
             tasks = self._runtime.fork_many(self.root, directives, background=background)
         except AgentLimitError as exc:
+            self._watch(exc.started, directives)
             if not background:
                 await asyncio.gather(*(t.wait() for t in exc.started))
             raise
+        self._watch(tasks, directives)
         if not background:
             await asyncio.gather(*(t.wait() for t in tasks))
         return tasks
+
+    def fork_and_forget(self, directive: str | ForkParams) -> ForkHandle:
+        """A background fork whose result is not reported into the conversation.
+
+        For housekeeping the conversation does not wait for (a summary, memory
+        consolidation). Keep the handle to ``wait()`` for it; dropping the
+        handle cancels the child, so a forgotten one cannot run on unseen.
+        """
+        [task] = self._runtime.fork_many(self.root, [directive], background=True)
+        task.notify = False
+        self._watch([task], [directive])
+        return ForkHandle(task)
+
+    async def spawn(
+        self,
+        agent_type: str,
+        prompt: str,
+        *,
+        background: bool = False,
+        model: str | None = None,
+        isolation: Literal["worktree"] | None = None,
+        output_type: Any = None,
+        output_retries: int = 1,
+    ) -> AgentTask:
+        """Start a named agent (built-in or from a file) the way the Agent tool does.
+
+        Same checks (nesting depth, ``max_agents``, prices, SubagentStart hooks,
+        worktree isolation); an unknown type raises ``AgentSpawnError`` listing
+        the known ones. Without ``background`` this waits for it to finish.
+        """
+        output = (
+            OutputSpec.of(output_type, mode="tool", retries=output_retries)
+            if output_type is not None
+            else None
+        )
+        request = SpawnRequest(
+            prompt=prompt,
+            description=agent_type,
+            subagent_type=agent_type,
+            run_in_background=background,
+            model=model,
+            isolation=isolation,
+        )
+        task = await self._runtime.spawn_named(self.root, request, output=output)
+        if not background:
+            await task.wait()
+        return task
+
+    def _watch(self, tasks: Sequence[AgentTask], directives: Sequence[str | ForkParams]) -> None:
+        """Wire each ``ForkParams``' callback and external cancel token to its child."""
+        for task, params in zip(tasks, directives, strict=False):
+            if isinstance(params, ForkParams) and (params.on_complete or params.cancel):
+                watcher = asyncio.create_task(_watch_fork(task, params))
+                self._watchers.add(watcher)
+                watcher.add_done_callback(self._watchers.discard)
 
     def task(self, task_id: str) -> AgentTask:
         return self._runtime.task(task_id)
@@ -462,7 +654,7 @@ class Session:
         for resume in self._resumes:
             resume.cancel()
         await self._runtime.settle()
-        await asyncio.gather(*self._resumes, return_exceptions=True)
+        await asyncio.gather(*self._resumes, *self._watchers, return_exceptions=True)
         if self._stop_poller is not None:
             self._stop_poller.cancel()
             await asyncio.gather(self._stop_poller, return_exceptions=True)
@@ -475,15 +667,31 @@ class Session:
         if self._lease is not None:
             self._lease.release()
 
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[OutputT]:
+        """The main agent's result so far; raises ``OutputError`` when an ``output_type``
+        was asked for and the run ended without a valid answer."""
         return RunResult(
-            output=self.root.output,
+            output=self._output(),
             status=self._status,
             messages=self.messages,
             usage=self.root.usage,
             agents=tuple(self._summaries()),
             error=self._error,
             stop_reason=self._stop_reason,
+            text=self.root.output,
+        )
+
+    def _output(self) -> OutputT:
+        spec = self.root.output_spec
+        if spec is None:
+            return cast(OutputT, self.root.output)
+        if self.root.output_ready:
+            return cast(OutputT, self.root.output_value)
+        raise OutputError(
+            f"the main agent ended {self._status} without a valid {_type_name(spec.output_type)}: "
+            f"{self._error or 'it never handed in an answer'}",
+            status=self._status,
+            text=self.root.output,
         )
 
     def _summaries(self) -> list[AgentSummary]:
@@ -516,13 +724,55 @@ class Session:
                 await self._turns(drive=False)
 
 
+class ForkHandle:
+    """A fire-and-forget fork (``Session.fork_and_forget``): dropping this handle cancels it."""
+
+    def __init__(self, task: AgentTask) -> None:
+        self.task = task
+        self._finalizer = weakref.finalize(self, task.cancel)
+
+    @property
+    def id(self) -> str:
+        return self.task.id
+
+    async def wait(self) -> TaskResult:
+        """The child's result; once waited for, dropping the handle no longer cancels it."""
+        result = await self.task.wait()
+        self._finalizer.detach()
+        return result
+
+    def cancel(self) -> None:
+        self.task.cancel()
+
+
+async def _watch_fork(task: AgentTask, params: ForkParams) -> None:
+    """Cancel ``task`` when ``params.cancel`` is set; call ``on_complete`` when it ends."""
+    waiter = asyncio.ensure_future(task.wait())
+    try:
+        if params.cancel is not None:
+            token = asyncio.ensure_future(params.cancel.wait())
+            await asyncio.wait({waiter, token}, return_when=asyncio.FIRST_COMPLETED)
+            token.cancel()
+            if params.cancel.is_set():
+                task.cancel()
+        result = await waiter
+    finally:
+        waiter.cancel()
+    if params.on_complete is not None:
+        params.on_complete(result)
+
+
+def _type_name(output_type: Any) -> str:
+    return getattr(output_type, "__name__", repr(output_type))
+
+
 _OPTIONS_FIELDS = frozenset(
     {"forking", "implicit_fork", "coordinator", "interactive", "child_limits"}
 )
 """Fields that ``runtime_options()`` folds into ``RuntimeOptions``; ``options`` replaces them."""
 
 
-def _replaced_by_options(agent: Agent) -> list[str]:
+def _replaced_by_options(agent: Agent[Any]) -> list[str]:
     """The fields in ``_OPTIONS_FIELDS`` set to something other than their default."""
     return [
         f.name
@@ -587,14 +837,14 @@ def _background_children(transcript: Transcript) -> list[Transcript]:
     return found
 
 
-def _session_hooks(agent: Agent, cwd: Path) -> Hooks | None:
+def _session_hooks(agent: Agent[Any], cwd: Path) -> Hooks | None:
     found = Hooks.from_settings(cwd) if agent.load_agent_files else Hooks()
     hooks = agent.hooks.merged(found) if agent.hooks else found
     return hooks if len(hooks) else None
 
 
 def _assemble_tools(
-    agent: Agent, options: RuntimeOptions, catalog: AgentCatalog
+    agent: Agent[Any], options: RuntimeOptions, catalog: AgentCatalog
 ) -> tuple[Tool, ...]:
     tools: list[Tool] = list(builtin_tools()) if agent.builtin_tools else []
     tools += [as_tool(t) for t in agent.tools]
@@ -611,6 +861,7 @@ def _assemble_tools(
 __all__ = [
     "Agent",
     "AgentSummary",
+    "ForkHandle",
     "RunResult",
     "Session",
     "TaskResult",

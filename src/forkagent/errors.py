@@ -89,6 +89,17 @@ class BudgetExceededError(ForkagentError):
         self.limit = limit
 
 
+class OutputError(ForkagentError):
+    """A run asked for an ``output_type`` ended without an answer that validates."""
+
+    def __init__(self, message: str, *, status: str, text: str) -> None:
+        super().__init__(message)
+        self.status = status
+        """How the main agent ended (``failed`` once the retries are spent)."""
+        self.text = text
+        """Its last text, for a look at what it said instead."""
+
+
 class AgentSpawnError(ForkagentError):
     """An agent could not be started (guard, unknown type, bad definition...)."""
 

@@ -61,6 +61,38 @@ class RequestSent:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputDelta:
+    """A piece of a streamed reply, as it arrives (agents with streaming on)."""
+
+    agent_id: str
+    turn: int
+    text: str
+    thinking: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """A streamed reply began a tool call; its arguments follow in the complete response."""
+
+    agent_id: str
+    turn: int
+    tool_use_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """An agent's history was replaced by a summary (written by fork ``summary_agent``)
+    and its latest turns."""
+
+    agent_id: str
+    summary_agent: str
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+
+
+@dataclass(frozen=True, slots=True)
 class ResponseReceived:
     """A response and its usage; ``turn`` counts the agent's turns so far.
 
@@ -129,11 +161,14 @@ class AgentFinished:
 Event: TypeAlias = (
     AgentStarted
     | RequestSent
+    | OutputDelta
+    | ToolCallStarted
     | ResponseReceived
     | CacheReported
     | ToolCalled
     | ToolFinished
     | AgentMovedToBackground
+    | Compacted
     | NotificationDelivered
     | AgentFinished
 )

@@ -113,6 +113,17 @@ def price_for(model: str) -> Price | None:
     return PRICES.get(name)
 
 
+def suggest_model(model: str) -> str | None:
+    """The priced model id closest to ``model``'s (a typo like ``claude-sonet-4-5``), if any."""
+    import difflib
+
+    provider, _, name = model.rpartition(":")
+    found = difflib.get_close_matches(name, PRICES, n=1, cutoff=0.8)
+    if not found:
+        return None
+    return f"{provider}:{found[0]}" if provider else found[0]
+
+
 def cost(model: str, usage: Usage) -> float | None:
     price = price_for(model)
     return None if price is None else price.cost(usage)

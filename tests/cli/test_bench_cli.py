@@ -29,7 +29,7 @@ def report(charts: Path) -> dict[str, Any]:
 
 
 def test_the_json_has_economics_rows_overhead_figures_and_targets(report: dict[str, Any]) -> None:
-    assert set(report) >= {"economics", "overhead", "targets", "checks", "charts"}
+    assert set(report) >= {"economics", "overhead", "compaction", "targets", "checks", "charts"}
     for row in report["economics"]:
         assert set(row) == {"children", "prefix_tokens", "strategy", "billed", "ratio_to_bound"}
     overhead = report["overhead"]
@@ -84,3 +84,10 @@ def test_plot_draws_one_economics_chart_per_prefix_and_the_overhead(
     for legend in ("fresh sub-agents", "forks, warm-up", "lower bound"):
         assert legend in economics
     assert "target" in (charts / "overhead.svg").read_text()
+
+
+def test_compaction_by_a_fork_costs_a_fraction_of_a_fresh_summary(report: dict[str, Any]) -> None:
+    compaction = report["compaction"]
+    assert compaction["prompt_tokens"] > 10_000
+    assert 0 < compaction["fork"] < compaction["fresh"]
+    assert compaction["ratio"] < 0.2  # the fork reads the conversation at a tenth of the price

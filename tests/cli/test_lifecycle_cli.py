@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 
 from forkagent import Agent
 from forkagent.cli import app
+from forkagent.emulator import Emulator, Reply, ToolCall, default_emulator
 from forkagent.state.registry import AgentRecord, Registry
 
 runner = CliRunner()
@@ -22,8 +24,21 @@ def _run(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def test_a_run_stopped_by_its_turn_limit_exits_4_and_says_how_to_resume() -> None:
-    code, output = _run("run", "Say hello", "--model", "test:echo", "--max-turns", "0")
+@pytest.fixture
+def emulator() -> Iterator[Emulator]:
+    """The in-process emulator ``forkagent run`` talks to, cleared before and after."""
+    emulator = default_emulator()
+    emulator.reset()
+    yield emulator
+    emulator.reset()
+
+
+def test_a_run_stopped_by_its_turn_limit_exits_4_and_says_how_to_resume(
+    emulator: Emulator,
+) -> None:
+    emulator.script(Reply(text="Looking.", tool_calls=(ToolCall("Glob", {"pattern": "*"}),)))
+
+    code, output = _run("run", "List the files", "--max-turns", "1")
 
     (main,) = Registry().list()
     assert code == 4
@@ -91,6 +106,7 @@ def _git(repo: Path, *args: str) -> str:
 
 MAKE_WORKTREE = """
 import asyncio, sys
+from collections.abc import Iterator
 from pathlib import Path
 from forkagent.state.worktrees import create_worktree
 print(asyncio.run(create_worktree(Path(sys.argv[1]), "fork-7-dead00")).path)

@@ -17,7 +17,7 @@ from forkagent.errors import (
     RateLimitError,
     StreamInterruptedError,
 )
-from forkagent.messages import JsonValue
+from forkagent.messages import JsonValue, user
 from forkagent.models import ResponseComplete, StreamEvent, TextDelta
 from forkagent.models._retry import (
     RetryPolicy,
@@ -190,3 +190,21 @@ def test_a_provider_message_ending_in_a_full_stop_gives_no_double_stop(status: i
 
     assert ".." not in str(error)
     assert "Slow down please." in str(error)
+
+
+async def test_a_refused_connection_fails_at_once_with_what_to_do() -> None:
+    """Nothing listens on the port: retrying cannot help, so the error is final and says why."""
+    import socket
+
+    from forkagent.errors import ProviderError
+    from forkagent.models import resolve_model
+    from forkagent.requests import ModelRequest
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    model = resolve_model(f"vllm:qwen3@http://127.0.0.1:{port}/v1")
+    with pytest.raises(ProviderError, match="connection was refused") as refused:
+        await model.request(ModelRequest(model="qwen3", messages=(user("hi"),)))
+    assert not refused.value.retryable
+    await model.aclose()

@@ -23,9 +23,11 @@ from ..events import (
     AgentStatus,
     Event,
     NotificationDelivered,
+    OutputDelta,
     RequestSent,
     ResponseReceived,
     ToolCalled,
+    ToolCallStarted,
     ToolFinished,
 )
 from ..hooks import HookEvent, HookInput, HookOutcome, Hooks
@@ -39,8 +41,18 @@ from ..messages import (
     ToolUseBlock,
     UserMessage,
     pending_tool_uses,
+    user,
 )
-from ..models.base import Model, ModelResponse
+from ..models.base import (
+    CALLER,
+    Caller,
+    Model,
+    ModelResponse,
+    ResponseComplete,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseStarted,
+)
 from ..permissions import PermissionPolicy
 from ..pricing import cost
 from ..requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
@@ -48,6 +60,7 @@ from ..tools.base import Tool, ToolContext, ToolOutput
 from ..usage import Usage
 from .budget import Budget
 from .fanout import ForkFamily, send_in_family
+from .output import OUTPUT_TOOL, OutputInvalid, OutputSpec
 
 CANCELLED_RESULT = "Cancelled before this tool call finished."
 
@@ -122,6 +135,17 @@ class AgentRun:
     """PreToolUse / PostToolUse hooks; they can block a call or add context to its result."""
     on_change: Callable[[AgentRun], object] | None = None
     """Called after every change to ``messages`` (the transcript writer syncs here)."""
+    output_spec: OutputSpec | None = None
+    """Set when the caller asked for a structured answer instead of text."""
+    output_value: object = None
+    """The validated structured answer, once handed in."""
+    output_ready: bool = False
+    output_failures: int = 0
+    stream: bool = False
+    """Stream replies and emit ``OutputDelta`` / ``ToolCallStarted`` events as they arrive."""
+    keep_transcript: bool = True
+    before_request: Callable[[AgentRun], Awaitable[None]] | None = None
+    """Awaited before each request (the session compacts the main agent here)."""
     _by_name: dict[str, Tool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -140,8 +164,12 @@ class AgentRun:
 
     @property
     def output(self) -> str:
-        """The last assistant text: what the agent reports."""
-        for message in reversed(self.messages):
+        """The last assistant text of its own: what the agent reports.
+
+        A fork's inherited history is its parent's words, never its result.
+        """
+        own = self.shared_prefix_end.message + 1 if self.shared_prefix_end else 0
+        for message in reversed(self.messages[own:]):
             if isinstance(message, AssistantMessage) and message.text:
                 return message.text
         return ""
@@ -199,6 +227,8 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
             run.budget.check(run.turns)
         except BudgetExceededError as exc:
             return LoopOutcome(_status_for(exc), exc.limit, str(exc))
+        if run.before_request is not None:
+            await run.before_request(run)
         response = await _request(run)
         uses = response.message.tool_uses
         _check_unique_ids(run, uses)
@@ -209,9 +239,17 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
                 cut = TextBlock(text=f"Note: {_truncated_error(run)}.")
                 results = UserMessage(content=(*results.content, cut), origin=results.origin)
             run.append(results)
+            if (ended := _output_outcome(run)) is not None:
+                return ended
             continue
         if response.stop_reason == "max_tokens":
             return LoopOutcome("truncated", "max_tokens", _truncated_error(run))
+        if run.output_spec is not None and not run.output_ready:
+            if (
+                ended := _check_final_text(run, run.output_spec, response.message.text)
+            ) is not None:
+                return ended
+            continue
         if continue_on_inbox and run.inbox:
             continue
         return LoopOutcome("completed", response.stop_reason)
@@ -239,6 +277,42 @@ def _truncated_error(run: AgentRun) -> str:
     )
 
 
+def _output_outcome(run: AgentRun) -> LoopOutcome | None:
+    """After tool calls: the run ends once ``final_result`` took a valid answer, or gave up."""
+    spec = run.output_spec
+    if spec is None:
+        return None
+    if run.output_ready:
+        return LoopOutcome("completed", "output")
+    if run.output_failures > spec.retries:
+        return _output_failed(spec)
+    return None
+
+
+def _check_final_text(run: AgentRun, spec: OutputSpec, text: str) -> LoopOutcome | None:
+    """The model ended its turn: take its text as the answer (text mode) or ask for the tool."""
+    try:
+        if spec.mode == "tool":
+            raise OutputInvalid("missing")
+        run.output_value, run.output_ready = spec.from_text(text), True
+        return LoopOutcome("completed", "output")
+    except OutputInvalid as exc:
+        run.output_failures += 1
+        if run.output_failures > spec.retries:
+            return _output_failed(spec)
+        prompt = spec.missing_prompt() if spec.mode == "tool" else spec.retry_prompt(str(exc))
+        run.append(user(prompt, origin="system"))
+        return None
+
+
+def _output_failed(spec: OutputSpec) -> LoopOutcome:
+    return LoopOutcome(
+        "failed",
+        "output",
+        f"the final answer did not match the output type after {spec.retries + 1} tries",
+    )
+
+
 def _status_for(exc: BudgetExceededError) -> AgentStatus:
     return "timed_out" if exc.limit == "max_seconds" else "budget_exceeded"
 
@@ -246,6 +320,7 @@ def _status_for(exc: BudgetExceededError) -> AgentStatus:
 async def _request(run: AgentRun) -> ModelResponse:
     request = run.build_request()
     started = time.monotonic()
+    caller = CALLER.set(Caller(run.id, run.label, run.kind, run.turns + 1))
     try:
         response = await asyncio.wait_for(_send(run, request), run.timeout)
     except TimeoutError:
@@ -253,6 +328,8 @@ async def _request(run: AgentRun) -> ModelResponse:
             f"{run.model.spec} did not answer within {run.timeout}s; "
             "raise request_timeout or check the provider"
         ) from None
+    finally:
+        CALLER.reset(caller)
     run.last_request = request
     run.last_usage = response.usage
     run.turns += 1
@@ -274,9 +351,26 @@ async def _send(run: AgentRun, request: ModelRequest) -> ModelResponse:
 
     if family is None:
         sent()
+        if run.stream:
+            return await _streamed(run, request)
         return await run.model.request(request)
     prewarm = functools.partial(_prewarm, run) if run.prewarm else None
     return await send_in_family(family, run.id, run.model, request, prewarm=prewarm, on_send=sent)
+
+
+async def _streamed(run: AgentRun, request: ModelRequest) -> ModelResponse:
+    """The reply as it arrives: text and thinking deltas and tool calls become events."""
+    turn = run.turns + 1
+    async for event in run.model.stream(request):
+        if isinstance(event, TextDelta):
+            run.emit(OutputDelta(run.id, turn, event.text))
+        elif isinstance(event, ThinkingDelta):
+            run.emit(OutputDelta(run.id, turn, event.text, thinking=True))
+        elif isinstance(event, ToolUseStarted):
+            run.emit(ToolCallStarted(run.id, turn, event.id, event.name))
+        elif isinstance(event, ResponseComplete):
+            return event.response
+    raise ModelError(f"{run.model.spec} ended its stream without a complete response")
 
 
 async def _prewarm(run: AgentRun, request: ModelRequest) -> bool:
@@ -403,6 +497,8 @@ async def _hook(
 
 
 async def _checked_call(run: AgentRun, use: ToolUseBlock) -> ToolOutput:
+    if use.name == OUTPUT_TOOL and run.output_spec is not None and run.output_spec.mode == "tool":
+        return _hand_in(run, run.output_spec, use)
     tool = run.tool(use.name)
     if tool is None:
         names = ", ".join(sorted(t.name for t in run.tools)) or "none"
@@ -422,6 +518,20 @@ async def _checked_call(run: AgentRun, use: ToolUseBlock) -> ToolOutput:
         if not decision.allowed:
             raise ToolError(f"not allowed: {decision.reason}")
     return await tool.call(dict(use.input), ctx)
+
+
+def _hand_in(run: AgentRun, spec: OutputSpec, use: ToolUseBlock) -> str:
+    """``final_result``: keep a valid answer; an invalid one is an error result to retry."""
+    if use.raw_arguments is not None:
+        problem = f"the arguments were not valid JSON ({use.raw_arguments[:200]!r})"
+    else:
+        try:
+            run.output_value, run.output_ready = spec.from_arguments(use.input), True
+            return "Final answer recorded."
+        except OutputInvalid as exc:
+            problem = str(exc)
+    run.output_failures += 1
+    raise ToolError(spec.retry_prompt(problem))
 
 
 def _as_blocks(output: ToolOutput) -> tuple[TextBlock | ImageBlock, ...]:

@@ -43,7 +43,8 @@ class Recorder:
         self._registry_update(run, event)
 
     def _attach(self, run: AgentRun, background: bool) -> None:
-        path = transcript_path(self.root_id, run.id) if self.transcripts else None
+        keep = self.transcripts and run.keep_transcript
+        path = transcript_path(self.root_id, run.id) if keep else None
         if path is not None:
             writer = TranscriptWriter(path)
             if not writer.header_written:

@@ -11,7 +11,7 @@ import itertools
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..errors import (
@@ -24,6 +24,8 @@ from ..errors import (
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentStatus, Event
 from ..messages import JsonValue, TextBlock, user
 from ..models.base import Model
+from ..permissions import PermissionPolicy
+from ..permissions.filters import ToolFilter
 from ..requests import ModelRequest
 from ..state.worktrees import create_worktree, finish_worktree, worktree_notice
 from ..telemetry.monitor import CacheMonitor
@@ -46,6 +48,7 @@ from .notify import (
     notification_text,
     usage_line,
 )
+from .output import OutputSpec
 from .routing import ForkGate, Route, decide_route
 from .tasks import AgentTask, TaskResult
 
@@ -83,6 +86,34 @@ class SpawnRequest:
     run_in_background: bool | None = None
     model: str | None = None
     isolation: Literal["worktree"] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ForkParams:
+    """One programmatic fork and its own options (``Session.fork``).
+
+    Nothing here touches the bytes the child shares with its parent: the
+    options act at dispatch (``tool_filter``), on its budget, on what is
+    recorded, or after the shared prefix (``output_type`` adds to the directive).
+    """
+
+    directive: str
+    label: str = ""
+    max_turns: int | None = None
+    timeout: float | None = None
+    """Seconds for the whole child (its ``max_seconds``)."""
+    limits: Limits | None = None
+    """Token, cost and other caps; ``max_turns`` and ``timeout`` above override theirs."""
+    tool_filter: ToolFilter | None = None
+    """Checked on every call, on top of the parent's filters (e.g. ``MemoryDirFilter``)."""
+    transcript: bool = True
+    on_complete: Callable[[TaskResult], object] | None = None
+    """Called with the child's result when it ends, however it ends."""
+    cancel: asyncio.Event | None = None
+    """An external token: setting it cancels the child."""
+    output_type: Any = None
+    """A structured answer (a pydantic model, dataclass or TypedDict) instead of text."""
+    output_retries: int = 1
 
 
 NamedBuilder = Callable[["Runtime", AgentRun, str, SpawnRequest], "PreparedChild"]
@@ -191,31 +222,65 @@ class Runtime:
                     f"fork policy {self.options.fork_policy!r} chose a fresh agent: "
                     + estimate.summary(),
                 )
-        if route.kind == "named" and parent.depth >= self.options.max_depth:
-            raise ToolError(
-                f"Refused: agents may nest only {self.options.max_depth} levels deep and "
-                "this agent is at the limit. Do the work with your own tools."
-            )
         try:
-            child = self._prepare(parent, route, request)
+            task = await self._prepare_and_start(parent, route, request, estimate)
         except ForkagentError as exc:
             raise ToolError(f"Refused: {exc}") from None
+        header = "; ".join(n for n in (route.note, estimate and estimate.summary()) if n)
+        return task, header
+
+    async def spawn_named(
+        self,
+        parent: AgentRun,
+        request: SpawnRequest,
+        *,
+        output: OutputSpec | None = None,
+    ) -> AgentTask:
+        """A named agent started from code (``Session.spawn``), with the Agent tool's checks."""
+        refusal = self._fork_refusal(parent) or self._limit_refusal()
+        if refusal:
+            raise AgentSpawnError(refusal.removeprefix("Refused: "))
+        assert request.subagent_type is not None
+        route = Route("named", request.subagent_type)
+        self.launching += 1
+        try:
+            return await self._prepare_and_start(parent, route, request, None, output=output)
+        finally:
+            self.launching -= 1
+
+    async def _prepare_and_start(
+        self,
+        parent: AgentRun,
+        route: Route,
+        request: SpawnRequest,
+        estimate: ForkEstimate | None,
+        *,
+        output: OutputSpec | None = None,
+    ) -> AgentTask:
+        """Depth, price, SubagentStart and isolation checks, then the start; raises on refusal."""
+        if route.kind == "named" and parent.depth >= self.options.max_depth:
+            raise AgentSpawnError(
+                f"agents may nest only {self.options.max_depth} levels deep and "
+                "this agent is at the limit. Do the work with your own tools."
+            )
+        child = self._prepare(parent, route, request)
+        if output is not None:
+            child.run.output_spec = output
+            child.run.tool_specs = (*child.run.tool_specs, output.tool_spec())
         try:
             require_price(child.run.model.name, *child.run.budget.all_limits())
             await self._start_hook(child.run, request.prompt)
             if (request.isolation or child.isolation) == "worktree":
                 await self._isolate(child, parent)
-        except ForkagentError as exc:
+        except ForkagentError:
             del self.runs[child.run.id]
-            raise ToolError(f"Refused: {exc}") from None
+            raise
         background = (
             request.run_in_background
             if request.run_in_background is not None
             else child.background_default
         )
-        task = self.start(child, background=background, estimate=estimate)
-        header = "; ".join(n for n in (route.note, estimate and estimate.summary()) if n)
-        return task, header
+        return self.start(child, background=background, estimate=estimate)
 
     def _fork_refusal(self, parent: AgentRun) -> str | None:
         if parent.is_fork or is_fork_history(parent.messages):
@@ -288,8 +353,14 @@ class Runtime:
 
     # -- forks ---------------------------------------------------------------
 
-    def build_fork(self, parent: AgentRun, directive: str, label: str = "") -> AgentRun:
+    def build_fork(
+        self, parent: AgentRun, directive: str, label: str = "", params: ForkParams | None = None
+    ) -> AgentRun:
         """A child from the parent's snapshot: same bytes up to its directive."""
+        output = None
+        if params is not None and params.output_type is not None:
+            output = OutputSpec.of(params.output_type, mode="text", retries=params.output_retries)
+            directive = f"{directive}\n\n{output.instructions()}"
         snapshot = parent.last_request
         forked = build_forked_messages(
             parent.messages, directive, style=parent.model.profile.history_style
@@ -302,7 +373,7 @@ class Runtime:
             tool_specs=snapshot.tools if snapshot else parent.tool_specs,
             settings=snapshot.settings if snapshot else parent.settings,
             cwd=parent.cwd,
-            budget=self.tree_budget.child(self.options.child_limits),
+            budget=self.tree_budget.child(_child_limits(self.options.child_limits, params)),
             messages=list(forked.messages),
             kind="fork",
             label=label or _first_line(directive),
@@ -312,10 +383,12 @@ class Runtime:
             shared_prefix_end=forked.shared_prefix_end,
             gates=parent.gates,
             hooks=parent.hooks,
-            policy=parent.policy,
+            policy=_child_policy(parent.policy, params),
             timeout=parent.timeout,
             family=self._family(parent),
             prewarm=self.options.fanout == "prewarm",
+            output_spec=output,
+            keep_transcript=params.transcript if params is not None else True,
         )
         return self.adopt(child)
 
@@ -398,19 +471,23 @@ class Runtime:
         worktree = await prepared.finish() if prepared.finish else None
         if status != "completed":  # a completed child met its SubagentStop hook already
             await run_hooks(run, "SubagentStop", result=run.output)
+        worktree_path, worktree_branch = worktree or (None, None)
         result = TaskResult(
-            task.id,
-            status,
-            run.output,
-            run.usage,
-            run.turns,
-            time.monotonic() - task.started,
-            error,
-            *(worktree or (None, None)),
+            task_id=task.id,
+            status=status,
+            output=run.output,
+            usage=run.usage,
+            turns=run.turns,
+            seconds=time.monotonic() - task.started,
+            error=error,
+            worktree_path=worktree_path,
+            worktree_branch=worktree_branch,
+            model=run.model.spec,
+            value=run.output_value if run.output_ready else None,
         )
         task.status, task.result = status, result
         self.emit(AgentFinished(run.id, status, result.output, error))
-        if task.background:
+        if task.background and task.notify:
             self._notify_parent(task, result)
         return result
 
@@ -479,7 +556,7 @@ class Runtime:
     # -- programmatic forks and cancellation ---------------------------------
 
     def fork_many(
-        self, parent: AgentRun, directives: Sequence[str], *, background: bool
+        self, parent: AgentRun, directives: Sequence[str | ForkParams], *, background: bool
     ) -> list[AgentTask]:
         """One fork per directive, while ``max_agents`` allows.
 
@@ -491,11 +568,15 @@ class Runtime:
         if refusal:
             raise AgentSpawnError(refusal)
         allowed = self._allowance()
+        wanted = [d if isinstance(d, ForkParams) else ForkParams(d) for d in directives]
         started = [
-            self.start(self.build_fork(parent, d), background=background)
-            for d in directives[:allowed]
+            self.start(
+                self.build_fork(parent, params.directive, params.label, params),
+                background=background,
+            )
+            for params in wanted[:allowed]
         ]
-        refused = directives[allowed:]
+        refused = [params.directive for params in wanted[allowed:]]
         if refused:
             raise AgentLimitError(
                 f"this run may start {self.options.max_agents} agents: started "
@@ -548,6 +629,30 @@ def _result_text(result: TaskResult) -> str:
         lines.append(f"Error: {result.error}")
     lines.append(result.output or "(no output)")
     return "\n".join(lines)
+
+
+def _child_limits(defaults: Limits, params: ForkParams | None) -> Limits:
+    """A fork's caps: its own ``limits`` (else the runtime's), then ``max_turns`` and ``timeout``."""
+    if params is None:
+        return defaults
+    limits = params.limits or defaults
+    if params.max_turns is not None:
+        limits = replace(limits, max_turns=params.max_turns)
+    if params.timeout is not None:
+        limits = replace(limits, max_seconds=params.timeout)
+    return limits
+
+
+def _child_policy(
+    policy: PermissionPolicy | None, params: ForkParams | None
+) -> PermissionPolicy | None:
+    """The parent's policy, plus the fork's own filter: checked at dispatch, tool bytes unchanged."""
+    extra = params.tool_filter if params is not None else None
+    if extra is None:
+        return policy
+    if policy is None:
+        return PermissionPolicy(mode="bypass", filter=extra)
+    return policy.for_child(filter=extra)
 
 
 def _first_line(text: str, limit: int = 60) -> str:

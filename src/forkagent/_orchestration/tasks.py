@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..events import AgentKind, AgentStatus
+from ..pricing import cost
 from ..usage import Usage
 from .loop import AgentRun
 
@@ -27,6 +28,20 @@ class TaskResult:
     error: str | None = None
     worktree_path: str | None = None
     worktree_branch: str | None = None
+    model: str = ""
+    """The ``provider:model`` the child ran on."""
+    value: object = None
+    """The validated structured answer of a child given an ``output_type``; else None."""
+
+    @property
+    def cost(self) -> float | None:
+        """USD at the model's prices; None when the price is unknown (never 0)."""
+        return cost(self.model, self.usage) if self.model else None
+
+    @property
+    def cache_hit_ratio(self) -> float | None:
+        """Share of the child's prompt tokens read from the cache."""
+        return self.usage.cache_hit_ratio
 
 
 @dataclass(eq=False)
@@ -42,6 +57,8 @@ class AgentTask:
     started: float = field(default_factory=time.monotonic)
     children: list[AgentTask] = field(default_factory=list)
     result: TaskResult | None = None
+    notify: bool = True
+    """Whether a background child's result goes into its parent's conversation."""
     cancel_requested: bool = False
     _driving: bool = False
     """True while its turns run: the only phase a cancel interrupts (the runtime sets it)."""

@@ -70,14 +70,19 @@ def project_agent_dirs(project_dir: Path | str) -> list[Path]:
 
 
 def load_agents(
-    project_dir: Path | str | None = None, user_dir: Path | str | None = None
+    project_dir: Path | str | None = None,
+    user_dir: Path | str | None = None,
+    *,
+    user: bool = True,
 ) -> AgentCatalog:
     """The built-ins plus every definition file found; broken files land in ``.errors``.
 
     ``user_dir`` replaces the user-level directories (handy for tests and tools
-    that must not read the home directory).
+    that must not read the home directory); ``user=False`` reads none of them.
     """
-    dirs = [Path(user_dir)] if user_dir is not None else user_agent_dirs()
+    dirs: list[Path] = []
+    if user:
+        dirs = [Path(user_dir)] if user_dir is not None else user_agent_dirs()
     if project_dir is not None:
         dirs += project_agent_dirs(project_dir)
     found = _Loaded()

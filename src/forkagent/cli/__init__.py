@@ -8,6 +8,7 @@ from .agents import agents_command
 from .bench import bench_command
 from .demo import demo_command
 from .explain import explain_command
+from .models import models_command
 from .report import report_command
 from .resume import resume_command
 from .run import run_command
@@ -16,7 +17,8 @@ app = typer.Typer(
     name="forkagent",
     help="Agents whose sub-agents fork the parent's context and share its prompt cache.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
 app.command("demo")(demo_command)
@@ -25,6 +27,7 @@ app.command("run")(run_command)
 app.command("resume")(resume_command)
 app.command("explain")(explain_command)
 app.command("report")(report_command)
+app.command("models")(models_command)
 app.command("bench")(bench_command)
 
 from .tasks import register as _register_tasks  # noqa: E402

@@ -74,6 +74,7 @@ def bench_command(
     console = Console()
     console.print(run.economics_table(report))
     console.print(run.overhead_table(report))
+    console.print(run.compaction_line(report))
     for chart in report.get("charts", []):
         console.print(f"chart: {chart}")
 

@@ -15,6 +15,8 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 
+from .errors import fail
+
 if TYPE_CHECKING:
     from ..demo import DemoReport
     from .live import AgentBoard
@@ -43,6 +45,12 @@ def demo_command(
     latency = FAST_LATENCY if fast else LIVE_LATENCY
     with tempfile.TemporaryDirectory(prefix="forkagent-demo-") as scratch:
         base = workdir.resolve() if workdir else Path(scratch)
+        if (base / "shelf-repo").exists():
+            fail(
+                f"{base / 'shelf-repo'} is left from an earlier demo: remove it, or pass "
+                "another --workdir",
+                as_json=as_json,
+            )
         base.mkdir(parents=True, exist_ok=True)
         report = asyncio.run(
             watch(

@@ -27,8 +27,21 @@ def serve_command(
     from ..emulator import Emulator, Latency
 
     emulator = Emulator(latency=Latency(ttft, tokens_per_second), require_key=require_key)
-    typer.echo(
-        f"emulator on http://{host}:{port}  (Anthropic/Gemini base_url: that URL; "
-        f"OpenAI base_url: http://{host}:{port}/v1)"
+    typer.echo(how_to_point(f"http://{host}:{port}"))
+    # access_log: one line per request (method, path, status) as it is answered
+    uvicorn.run(emulator.app, host=host, port=port, log_level="info", lifespan="off")
+
+
+def how_to_point(url: str) -> str:
+    """What to give forkagent and each SDK so that they talk to the emulator at ``url``."""
+    return "\n".join(
+        [
+            f"forkagent emulator on {url}: each provider's wire format and cache rules, "
+            "scripted replies; any API key works",
+            f"  forkagent      --model anthropic:claude-sonnet-4-6@{url}  (or openai:gpt-5.2@{url}/v1)",
+            f'  anthropic      Anthropic(base_url="{url}", api_key="emulator")',
+            f'  openai         OpenAI(base_url="{url}/v1", api_key="emulator")',
+            f'  google-genai   Client(api_key="emulator", http_options={{"base_url": "{url}"}})',
+            f"  environment    ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1",
+        ]
     )
-    uvicorn.run(emulator.app, host=host, port=port, log_level="warning", lifespan="off")

@@ -85,13 +85,15 @@ def _totals(reports: Sequence[CacheReport]) -> str:
     parts = ", ".join(
         f"{counts[s]} {s}" for s in ("hit", "miss", "cold", "unmeasured") if counts[s]
     )
-    compared = [r for r in reports if r.status in ("hit", "miss")]
-    read = sum(r.read_tokens for r in compared)
-    expected = sum(r.expected_tokens for r in compared)
+    read = sum(r.read_tokens for r in reports)
+    prompt = sum(r.prompt_tokens for r in reports)
     noun = "request" if len(reports) == 1 else "requests"
     text = f"  {len(reports)} {noun}: {parts}"
-    if expected:
-        text += f" · read {read:,} of ~{expected:,} expected tokens ({read / expected:.0%})"
+    if prompt:
+        # The one hit rate forkagent shows everywhere: prompt tokens read from the cache.
+        text += (
+            f" · read {read:,} of {prompt:,} prompt tokens from the cache (hit {read / prompt:.0%})"
+        )
     return text
 
 

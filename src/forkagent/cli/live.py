@@ -7,7 +7,8 @@ first finding); ``forkagent explain ID`` gives the whole story.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -147,13 +148,39 @@ class AgentBoard:
         return line.cache_json() if line else []
 
 
+class LiveSwitch:
+    """Lets a permission question stop the live view while it waits for an answer."""
+
+    def __init__(self) -> None:
+        self.view: Live | None = None
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        view = self.view
+        if view is None or not view.is_started:
+            yield
+            return
+        view.stop()
+        try:
+            yield
+        finally:
+            view.start()
+
+
 async def watch(
-    start: Callable[[], Awaitable[T]], board: AgentBoard, console: Console, *, live: bool
+    start: Callable[[], Awaitable[T]],
+    board: AgentBoard,
+    console: Console,
+    *,
+    live: bool,
+    switch: LiveSwitch | None = None,
 ) -> T:
     """Await ``start()``, redrawing the agent tree while it runs when ``live``."""
     if not live:
         return await start()
     with Live(board.render(), console=console, refresh_per_second=8) as view:
+        if switch is not None:
+            switch.view = view
         task = asyncio.ensure_future(start())
         try:
             while not task.done():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -17,6 +18,12 @@ def resume_command(
     prompt: Annotated[
         str | None, typer.Argument(help="A new message; without it the agent finishes its turn.")
     ] = None,
+    compact: Annotated[
+        bool,
+        typer.Option(
+            "--compact", help="First summarise the conversation (through a fork) to free context."
+        ),
+    ] = False,
 ) -> None:
     """Continue an agent from its transcript; its cached prefix is re-used as it was."""
     from ..agent import Agent, Session
@@ -29,8 +36,8 @@ def resume_command(
         record = Registry().get(agent_id)
         if record.transcript is None:
             raise typer.BadParameter(f"{record.id} was run with skip_transcript; nothing to resume")
-        session = Session.resume(Agent(), record.transcript)
-        result = run_until_signal(lambda: _resume(session, prompt))
+        session = Session.resume(Agent(load_user_agents=True), record.transcript)
+        result = run_until_signal(lambda: _resume(session, prompt, compact))
     except ForkagentError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
@@ -45,8 +52,14 @@ def resume_command(
     raise typer.Exit(exit_code(result))
 
 
-async def _resume(session: Session, prompt: str | None) -> RunResult:
+async def _resume(session: Session, prompt: str | None, compact: bool) -> RunResult:
     async with session:
+        if compact:
+            done = await session.compact()
+            sys.stderr.write(
+                f"compacted {done.messages_before} messages (~{done.tokens_before:,} tokens) "
+                f"into {done.messages_after}; summary by {done.summary_agent}\n"
+            )
         if prompt:
             return await session.send(prompt, wait_for_background=True)
         return await session.proceed()

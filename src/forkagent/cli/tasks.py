@@ -34,6 +34,7 @@ from ..messages import (
 from ..state.registry import AgentRecord, Registry, RegistryError
 from ..state.transcript import (
     CacheEntry,
+    CompactionEntry,
     Entry,
     MessageEntry,
     StatusEntry,
@@ -282,6 +283,12 @@ class _Printer:
         if isinstance(entry, CacheEntry):
             report = entry.cache_report()
             return [f"· turn {entry.turn} {UNREADABLE if report is None else report.summary}"]
+        if isinstance(entry, CompactionEntry):
+            return [
+                f"── compacted at {_time(entry.at)}: {entry.messages_before} messages "
+                f"(~{entry.tokens_before:,} tokens) -> {entry.messages_after}, "
+                f"summary by {entry.summary_agent} ──"
+            ]
         return _describe_status(entry)
 
 

@@ -30,7 +30,7 @@ from .errors import ApiError, EmulatedDisconnect
 from .faults import Fault, FaultPlan
 from .gemini_api import GeminiApi
 from .log import LogEntry, RequestLog
-from .policies import Policy, Reply, Script, ask, default_policy
+from .policies import CallingAgent, Policy, Reply, Script, ask, default_policy
 from .profiles import CacheSettings
 from .timing import Clock, Latency, wall_clock
 from .wire import Call, Json, Output, SseEvent, Turn, shape_output
@@ -144,10 +144,23 @@ class Emulator:
         return self._app
 
     def script(
-        self, *replies: Reply | str, conversation: str | None = None, match: str | None = None
+        self,
+        *replies: Reply | str,
+        conversation: str | None = None,
+        match: str | None = None,
+        agent: str | None = None,
+        turn: int | None = None,
     ) -> None:
-        """Queue replies served before the policy (see ``Script``)."""
-        self._script.add(replies, conversation=conversation, match=match)
+        """Queue replies served before the policy (see ``Script.add``).
+
+        ``agent`` and ``turn`` aim them at one agent of a forkagent tree (by id,
+        label, named agent type or kind) from one of its turns on.
+        """
+        self._script.add(replies, conversation=conversation, match=match, agent=agent, turn=turn)
+
+    def pending_script(self) -> int:
+        """Scripted replies not served yet (a test can check its script was used up)."""
+        return self._script.pending()
 
     def set_policy(self, policy: Policy) -> None:
         self._policy = policy
@@ -263,10 +276,13 @@ class Emulator:
         replies = call.body.get("replies")
         if not isinstance(replies, list):
             raise ApiError("invalid_request", "replies: a list of {text, tool_calls, thinking}")
+        turn = call.body.get("turn")
         self._script.add(
             [Reply.from_json(r) for r in replies],
             conversation=call.body.get("conversation"),
             match=call.body.get("match"),
+            agent=call.body.get("agent"),
+            turn=int(turn) if turn is not None else None,
         )
         return {"pending": self._script.pending()}
 
@@ -313,6 +329,8 @@ class Emulator:
             await asyncio.sleep(fault.seconds)
         try:
             turn = parse()
+            if (caller := CallingAgent.from_headers(call.headers)) is not None:
+                turn.request = dataclasses.replace(turn.request, agent=caller)
             message_id = f"{turn.id_prefix}{number:012d}"
             result = turn.account(started, number, message_id)
         except ApiError as error:

@@ -9,6 +9,7 @@ last user text, or global) are served before the policy is asked.
 from __future__ import annotations
 
 import inspect
+import re
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -43,6 +44,36 @@ class Reply:
         return cls(text=data.get("text", ""), tool_calls=calls, thinking=data.get("thinking"))
 
 
+AGENT_HEADER = "x-emulator-agent"
+"""forkagent's emulator models name the calling agent here: ``id;label;kind;turn``."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallingAgent:
+    """Which agent of a forkagent tree sent a request (from ``AGENT_HEADER``)."""
+
+    id: str
+    label: str
+    kind: str
+    """``main``, ``fork`` or ``named`` (a named agent's label is its type)."""
+    turn: int
+    """The agent's turn this request is for, from 1."""
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str]) -> CallingAgent | None:
+        parts = headers.get(AGENT_HEADER, "").split(";")
+        if len(parts) != 4 or not parts[3].isdigit():
+            return None
+        return cls(parts[0], parts[1], parts[2], int(parts[3]))
+
+    def header(self) -> str:
+        return ";".join((self.id, self.label.replace(";", ","), self.kind, str(self.turn)))
+
+    def matches(self, agent: str) -> bool:
+        """``agent`` names this one: its id (or the id's start), its label, or its kind."""
+        return self.id.startswith(agent) or agent in (self.label, self.kind)
+
+
 @dataclass(frozen=True, slots=True)
 class EmulatedRequest:
     """The parts of a wire request a policy decides on."""
@@ -56,14 +87,20 @@ class EmulatedRequest:
     conversation: str
     """``x-emulator-conversation`` header, else a digest of model, system and first user turn."""
     body: Mapping[str, Any]
+    agent: CallingAgent | None = None
+    """The forkagent agent that sent it, when its model is an ``emulator:`` one."""
 
 
 Policy: TypeAlias = Callable[[EmulatedRequest], Reply | Awaitable[Reply]]
 
 
+_HARNESS_MARKUP = re.compile(r"<([a-z][a-z0-9-]*)>.*?</\1>", re.DOTALL)
+"""Tagged sections an agent harness adds around the user's words (a fork's rules)."""
+
+
 def default_policy(request: EmulatedRequest) -> Reply:
-    """A short deterministic acknowledgement of the last user text."""
-    words = request.last_user_text.split()
+    """A short deterministic acknowledgement of the last user text, minus harness markup."""
+    words = _HARNESS_MARKUP.sub(" ", request.last_user_text).split()
     if not words:
         return Reply(text="OK.")
     summary = " ".join(words[:12]) + (" ..." if len(words) > 12 else "")
@@ -77,14 +114,29 @@ async def ask(policy: Policy, request: EmulatedRequest) -> Reply:
     return reply
 
 
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Which agent and turn a queue of replies is for."""
+
+    agent: str
+    turn: int | None
+
+    def wants(self, request: EmulatedRequest) -> bool:
+        caller = request.agent
+        if caller is None or not caller.matches(self.agent):
+            return False
+        return self.turn is None or caller.turn >= self.turn
+
+
 class Script:
-    """Queued replies, consumed before the policy: matched, per conversation, global."""
+    """Queued replies, consumed before the policy: by agent, matched, per conversation, global."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._global: deque[Reply] = deque()
         self._by_conversation: dict[str, deque[Reply]] = {}
         self._by_match: list[tuple[str, deque[Reply]]] = []
+        self._by_agent: list[tuple[_Target, deque[Reply]]] = []
 
     def add(
         self,
@@ -92,11 +144,22 @@ class Script:
         *,
         conversation: str | None = None,
         match: str | None = None,
+        agent: str | None = None,
+        turn: int | None = None,
     ) -> None:
-        """Queue replies; ``match`` is a substring of the last user text."""
+        """Queue replies; ``match`` is a substring of the last user text.
+
+        ``agent`` (an agent id or its start, a label, a named agent's type, or
+        ``main``/``fork``/``named``) serves them only to that agent's requests,
+        from its turn ``turn`` on (default: its next request).
+        """
+        if turn is not None and agent is None:
+            raise ValueError("turn= needs agent=: a turn counts one agent's requests")
         queued = [Reply(text=r) if isinstance(r, str) else r for r in replies]
         with self._lock:
-            if match is not None:
+            if agent is not None:
+                self._by_agent.append((_Target(agent, turn), deque(queued)))
+            elif match is not None:
                 self._by_match.append((match, deque(queued)))
             elif conversation is not None:
                 self._by_conversation.setdefault(conversation, deque()).extend(queued)
@@ -105,6 +168,9 @@ class Script:
 
     def take(self, request: EmulatedRequest) -> Reply | None:
         with self._lock:
+            for target, queue in self._by_agent:
+                if queue and target.wants(request):
+                    return queue.popleft()
             for text, queue in self._by_match:
                 if queue and text in request.last_user_text:
                     return queue.popleft()
@@ -117,6 +183,7 @@ class Script:
         with self._lock:
             queues = [self._global, *self._by_conversation.values()]
             queues += [q for _, q in self._by_match]
+            queues += [q for _, q in self._by_agent]
             return sum(len(q) for q in queues)
 
     def clear(self) -> None:

@@ -6,6 +6,7 @@ SDK happens only when a model of that provider is resolved.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable
 
@@ -80,8 +81,10 @@ def _factory(prefix: str, model: str) -> ModelFactory:
     try:
         return _factories[prefix]
     except KeyError:
+        close = difflib.get_close_matches(prefix, known_providers(), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         raise UnknownModelError(
-            f"unknown provider {prefix!r} in {model!r}; known: {', '.join(known_providers())}"
+            f"unknown provider {prefix!r} in {model!r}; {hint}known: {', '.join(known_providers())}"
         ) from None
 
 

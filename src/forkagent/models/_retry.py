@@ -227,10 +227,28 @@ def provider_error(
 
 
 def connection_error(provider: str, error: BaseException) -> ProviderError:
-    """A dropped or refused connection: worth a retry."""
+    """A dropped connection is worth a retry; a refused one is not (nothing listens there)."""
+    if _refused(error):
+        return ProviderError(
+            f"{provider}: the connection was refused, so no server is listening at that "
+            "address. Start it (e.g. `forkagent emulator serve`, vLLM, llama.cpp) or fix "
+            "the base URL; retrying will not help.",
+            provider=provider,
+        )
     return provider_error(
         provider, None, {"error": {"message": f"{type(error).__name__}: {error}"}}
     )
+
+
+def _refused(error: BaseException | None) -> bool:
+    """Whether a ``ConnectionRefusedError`` is anywhere in the exception's chain."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, ConnectionRefusedError):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def stream_cut(provider: str, what: str) -> StreamInterruptedError:

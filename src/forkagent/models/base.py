@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -60,6 +61,20 @@ StreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolUseStarted | ResponseCo
 
 
 @dataclass(frozen=True, slots=True)
+class Caller:
+    """The agent a model request is made for; the emulator's scripts can aim at it."""
+
+    agent_id: str
+    label: str
+    kind: str
+    turn: int
+
+
+CALLER: ContextVar[Caller | None] = ContextVar("forkagent_caller", default=None)
+"""Set by the turn loop around each request; real providers never see it."""
+
+
+@dataclass(frozen=True, slots=True)
 class ModelProfile:
     """What the orchestration needs to know about a provider's wire and cache."""
 
@@ -70,6 +85,8 @@ class ModelProfile:
     min_cache_tokens: int = 0
     caches: bool = True
     """False for models with no prompt cache (the test models): reading nothing is no break."""
+    context_window: int | None = None
+    """Overrides the window ``models.context`` knows for the model's name (test models set it)."""
 
 
 class Model(ABC):
@@ -97,6 +114,16 @@ class Model(ABC):
         The default streams nothing but the complete response.
         """
         yield ResponseComplete(await self.request(request))
+
+    @property
+    def context_window(self) -> int | None:
+        """Tokens one request may hold (prompt and output); None when unknown."""
+        from .context import context_limits
+
+        if self.profile.context_window is not None:
+            return self.profile.context_window
+        limits = context_limits(self.name)
+        return limits.window if limits else None
 
     def can_prewarm(self, request: ModelRequest) -> bool:
         """Whether ``prewarm`` would send ``request`` (some settings are refused by the API)."""

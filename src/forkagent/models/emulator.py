@@ -24,7 +24,7 @@ from ._json import as_dict, as_list
 from ._retry import DEFAULT_RETRY, RetryPolicy, connection_error, provider_error
 from ._transport import Body
 from .anthropic import AnthropicModel
-from .base import Model, ModelResponse, StreamEvent
+from .base import CALLER, Model, ModelResponse, StreamEvent
 from .compat import DASHSCOPE, DEEPSEEK
 from .gemini import GeminiModel
 from .openai import OPENAI, ChatDialect, OpenAIModel
@@ -72,11 +72,21 @@ class _Wire:
         self._emulator = emulator
         self._headers = headers
 
+    def headers(self) -> dict[str, str]:
+        """The fixed headers, plus which agent is calling (for scripts aimed at one agent)."""
+        from ..emulator.policies import AGENT_HEADER, CallingAgent
+
+        caller = CALLER.get()
+        if caller is None:
+            return self._headers
+        tag = CallingAgent(caller.agent_id, caller.label, caller.kind, caller.turn)
+        return {**self._headers, AGENT_HEADER: tag.header()}
+
     async def call(self, path: str, body: Body) -> Body:
         from ..emulator import EmulatedDisconnect
 
         try:
-            reply = await self._emulator.dispatch("POST", path, body, self._headers)
+            reply = await self._emulator.dispatch("POST", path, body, self.headers())
         except EmulatedDisconnect as cut:
             raise connection_error(PROVIDER, cut) from cut
         return _checked(reply)
@@ -86,7 +96,7 @@ class _Wire:
         from ..emulator import EmulatedDisconnect
 
         try:
-            reply = await self._emulator.dispatch("POST", path, body, self._headers)
+            reply = await self._emulator.dispatch("POST", path, body, self.headers())
         except EmulatedDisconnect as cut:
             for event in cut.events:
                 if data := _data(event):

@@ -7,15 +7,25 @@ actually sent (for example that a moved-to-background child repeated none).
 from __future__ import annotations
 
 import inspect
+import re
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TypeAlias
 
 from ..errors import ScriptExhaustedError
-from ..messages import AssistantMessage, TextBlock, UserMessage
+from ..messages import AssistantMessage, TextBlock, ThinkingBlock, ToolUseBlock, UserMessage
 from ..requests import ModelRequest
 from ..usage import Usage
-from .base import Model, ModelProfile, ModelResponse
+from .base import (
+    Model,
+    ModelProfile,
+    ModelResponse,
+    ResponseComplete,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolUseStarted,
+)
 
 Reply: TypeAlias = AssistantMessage | ModelResponse | str
 ReplyFunction: TypeAlias = Callable[[ModelRequest], Reply | Awaitable[Reply]]
@@ -23,9 +33,9 @@ ScriptItem: TypeAlias = Reply | BaseException | ReplyFunction
 
 
 class _RecordingModel(Model):
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, context_window: int | None = None) -> None:
         self._name = name
-        self.profile = ModelProfile(provider="test", caches=False)
+        self.profile = ModelProfile(provider="test", caches=False, context_window=context_window)
         self.requests: list[ModelRequest] = []
 
     @property
@@ -36,15 +46,35 @@ class _RecordingModel(Model):
         self.requests.append(request)
         return _as_response(await self._reply(request), request)
 
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """The reply word by word, as a provider streams it, so streaming code can be tested."""
+        response = await self.request(request)
+        for block in response.message.content:
+            if isinstance(block, TextBlock):
+                for word in _words(block.text):
+                    yield TextDelta(word)
+            elif isinstance(block, ThinkingBlock):
+                for word in _words(block.thinking):
+                    yield ThinkingDelta(word)
+            elif isinstance(block, ToolUseBlock):
+                yield ToolUseStarted(block.id, block.name)
+        yield ResponseComplete(response)
+
     async def _reply(self, request: ModelRequest) -> Reply:
         raise NotImplementedError
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\S+\s*|\s+", text)
 
 
 class FunctionModel(_RecordingModel):
     """Each reply is ``function(request)``; the function may be async."""
 
-    def __init__(self, function: ReplyFunction, *, name: str = "function") -> None:
-        super().__init__(name)
+    def __init__(
+        self, function: ReplyFunction, *, name: str = "function", context_window: int | None = None
+    ) -> None:
+        super().__init__(name, context_window)
         self._function = function
 
     async def _reply(self, request: ModelRequest) -> Reply:
@@ -57,8 +87,14 @@ class ScriptedModel(_RecordingModel):
     An item may be a reply, an exception to raise, or a function of the request.
     """
 
-    def __init__(self, replies: Iterable[ScriptItem], *, name: str = "scripted") -> None:
-        super().__init__(name)
+    def __init__(
+        self,
+        replies: Iterable[ScriptItem],
+        *,
+        name: str = "scripted",
+        context_window: int | None = None,
+    ) -> None:
+        super().__init__(name, context_window)
         self._script: deque[ScriptItem] = deque(replies)
         self._total = len(self._script)
 

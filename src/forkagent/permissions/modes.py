@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, cast
 
 from ..messages import JsonValue
 from ..tools.base import Tool, ToolContext
@@ -138,6 +138,12 @@ def _as_filter_decision(tool_name: str, answer: object) -> FilterDecision:
         return FilterDecision.allow(answer.reason)
     because = f": {answer.reason}" if answer.reason else ""
     return FilterDecision.deny(f"the user did not allow `{tool_name}`{because}")
+
+
+def tighter_mode(first: PermissionMode | str, second: PermissionMode | str) -> PermissionMode:
+    """Of two modes, the one that allows less (``plan`` over ``default`` over ``bypass``)."""
+    a, b = cast(PermissionMode, first), cast(PermissionMode, second)
+    return a if _LATITUDE[a] <= _LATITUDE[b] else b
 
 
 def approval_needed(tool: Tool, args: Mapping[str, JsonValue]) -> str | None:

@@ -8,8 +8,11 @@ denied with a reason instead of waiting for an answer that cannot come.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TextIO
 
 from rich.console import Console
@@ -29,7 +32,13 @@ class TerminalPrompt:
     same other tool, until the program exits. Questions are asked one at a time, in a
     thread, so other agents keep running while one waits for an answer."""
 
-    def __init__(self, *, console: Console | None = None, stdin: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        console: Console | None = None,
+        stdin: TextIO | None = None,
+        pause: Callable[[], AbstractContextManager[object]] | None = None,
+    ) -> None:
         self._stdin = stdin if stdin is not None else sys.stdin
         if not self._stdin.isatty():
             raise ConfigurationError(
@@ -39,6 +48,8 @@ class TerminalPrompt:
         self._console = console if console is not None else Console(stderr=True)
         self._always: set[tuple[str, str]] = set()
         self._lock = asyncio.Lock()
+        self.pause = pause or contextlib.nullcontext
+        """Held while a question is on screen: the CLI stops its live view so it stays readable."""
 
     async def __call__(self, request: PermissionRequest) -> PermissionDecision:
         key = _remember_as(request)
@@ -53,6 +64,10 @@ class TerminalPrompt:
         return PermissionDecision.allow()
 
     def _ask(self, request: PermissionRequest) -> str:
+        with self.pause():
+            return self._question(request)
+
+    def _question(self, request: PermissionRequest) -> str:
         self._console.print(
             f"[bold]{escape(request.agent_id)}[/] wants to use [bold]{escape(request.tool_name)}[/]"
         )
@@ -69,10 +84,13 @@ class TerminalPrompt:
         )
 
 
-def terminal_handler(stdin: TextIO | None = None) -> TerminalPrompt | None:
+def terminal_handler(
+    stdin: TextIO | None = None,
+    pause: Callable[[], AbstractContextManager[object]] | None = None,
+) -> TerminalPrompt | None:
     """A ``TerminalPrompt`` when stdin is a terminal, else None."""
     stream = stdin if stdin is not None else sys.stdin
-    return TerminalPrompt(stdin=stream) if stream.isatty() else None
+    return TerminalPrompt(stdin=stream, pause=pause) if stream.isatty() else None
 
 
 def _remember_as(request: PermissionRequest) -> tuple[str, str]:

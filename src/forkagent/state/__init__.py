@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .registry import AgentRecord, Registry, RegistryError, RegistryWriter, StopResult
     from .transcript import (
         CacheEntry,
+        CompactionEntry,
         MessageEntry,
         StateDirError,
         StatusEntry,
@@ -49,6 +50,7 @@ __getattr__, __dir__ = lazy_exports(
         ".registry": ("AgentRecord", "Registry", "RegistryError", "RegistryWriter", "StopResult"),
         ".transcript": (
             "CacheEntry",
+            "CompactionEntry",
             "MessageEntry",
             "StateDirError",
             "StatusEntry",
@@ -81,6 +83,7 @@ __all__ = [
     "AgentBusyError",
     "AgentRecord",
     "CacheEntry",
+    "CompactionEntry",
     "Lease",
     "LeftWorktree",
     "MessageEntry",

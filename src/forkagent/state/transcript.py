@@ -34,6 +34,7 @@ from ..events import (
     AgentMovedToBackground,
     AgentStarted,
     CacheReported,
+    Compacted,
     Event,
     ResponseReceived,
     TranscriptStatus,
@@ -202,6 +203,17 @@ class CacheEntry(_Line):
             return None
 
 
+class CompactionEntry(_Line):
+    """The history was summarised: the message lines that follow start the new one."""
+
+    type: Literal["compaction"] = "compaction"
+    at: datetime = Field(default_factory=_now)
+    summary_agent: str
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+
+
 class StatusEntry(_Line):
     """The agent's state changed; a final one carries its output or error."""
 
@@ -218,7 +230,13 @@ class StatusEntry(_Line):
 
 
 Entry: TypeAlias = Annotated[
-    TranscriptHeader | MessageEntry | TruncateEntry | UsageEntry | CacheEntry | StatusEntry,
+    TranscriptHeader
+    | MessageEntry
+    | TruncateEntry
+    | UsageEntry
+    | CacheEntry
+    | CompactionEntry
+    | StatusEntry,
     Field(discriminator="type"),
 ]
 _ENTRY: TypeAdapter[Entry] = TypeAdapter(Entry)
@@ -578,6 +596,15 @@ class TranscriptWriter:
             self._write(CacheEntry(turn=event.turn, report=event.report.to_dict()))
         elif isinstance(event, AgentMovedToBackground):
             self.status("background")
+        elif isinstance(event, Compacted):
+            self._write(
+                CompactionEntry(
+                    summary_agent=event.summary_agent,
+                    messages_before=event.messages_before,
+                    messages_after=event.messages_after,
+                    tokens_before=event.tokens_before,
+                )
+            )
         elif isinstance(event, AgentFinished):
             self.status(event.status, output=event.output, error=event.error, details=event.details)
 

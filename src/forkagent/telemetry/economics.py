@@ -78,15 +78,20 @@ class Comparison:
         return self.to_bound(self.fresh_subagents)
 
     def to_dict(self) -> dict[str, JsonValue]:
+        """Token figures to 0.1 and ratios to 0.0001: the sums carry float noise below that."""
         return {
-            "this_run": self.this_run,
-            "fresh_subagents": self.fresh_subagents,
-            "lower_bound": self.lower_bound,
-            "this_run_ratio": self.this_run_ratio,
-            "fresh_subagents_ratio": self.fresh_subagents_ratio,
+            "this_run": round(self.this_run, 1),
+            "fresh_subagents": round(self.fresh_subagents, 1),
+            "lower_bound": round(self.lower_bound, 1),
+            "this_run_ratio": _rounded(self.this_run_ratio, 4),
+            "fresh_subagents_ratio": _rounded(self.fresh_subagents_ratio, 4),
             "forks": self.forks,
             "unpriced_models": list(self.unpriced_models),
         }
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 class _Rates(NamedTuple):
