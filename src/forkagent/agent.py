@@ -14,8 +14,16 @@ from typing_extensions import TypeVar
 
 from ._orchestration.budget import Budget, Limits, require_price
 from ._orchestration.compaction import CompactionResult, compact, prompt_size, threshold
-from ._orchestration.loop import AgentRun, close_pending, run_loop
+from ._orchestration.loop import (
+    AgentRun,
+    LoopOutcome,
+    Notification,
+    close_pending,
+    run_loop,
+    within_deadline,
+)
 from ._orchestration.named import NamedAgents
+from ._orchestration.notify import notification_text
 from ._orchestration.output import OutputSpec
 from ._orchestration.prompt import DEFAULT_SYSTEM_PROMPT, render_system_prompt
 from ._orchestration.recording import Recorder
@@ -26,13 +34,20 @@ from .agents import AgentCatalog, AgentDefinition
 from .errors import AgentLimitError, ConfigurationError, OutputError
 from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
 from .hooks import Hooks
-from .messages import JsonValue, Message, UserMessage, user
+from .messages import JsonValue, Message, TextBlock, UserMessage, user
 from .models import Model, resolve_model
 from .permissions import PermissionPolicy
 from .pricing import cost
 from .requests import ModelSettings
+from .state.lease import Lease
 from .state.registry import Registry
-from .state.transcript import Transcript, UsageEntry, read_transcript
+from .state.transcript import (
+    StatusEntry,
+    Transcript,
+    TranscriptError,
+    UsageEntry,
+    read_transcript,
+)
 from .tools.agent_tool import AgentTool
 from .tools.base import Tool, ToolLike, as_tool
 from .tools.builtin import builtin_tools
@@ -95,6 +110,9 @@ class RunResult(Generic[OutputT]):
     agents: tuple[AgentSummary, ...]
     """Every agent of the tree, the main one first."""
     error: str | None = None
+    stop_reason: str | None = None
+    """Why the last turn stopped: the model's reason (``end_turn``, ``max_tokens``...)
+    or the limit that ended it (``max_turns``, ``max_tokens``, ``max_cost``, ``max_seconds``)."""
     text: str = ""
     """The main agent's last text (with an ``output_type``, what came with the answer)."""
 
@@ -318,6 +336,7 @@ class Session(Generic[OutputT]):
                 header.settings,
             )
             root.messages = list(resume.messages)
+            root.inbox.extend(_undelivered_reports(resume))
         self.root = self._runtime.adopt(root)
         if resume is not None:
             self._seed_cache_monitor(resume)
@@ -331,17 +350,33 @@ class Session(Generic[OutputT]):
         if not isinstance(agent.model, Model):
             self._runtime.owned_models.append(model)
         self._runtime.on_notification = self._on_notification
-        registry = Registry() if agent.registry is None else agent.registry or None
-        self.recorder = Recorder(self._runtime.runs, root_id, registry, not agent.skip_transcript)
-        self._runtime.listeners.insert(0, self.recorder)
-        self._runtime.emit(AgentStarted(root_id, None, "main", "main", False))
+        # Before anything is written: a second process must not append to a live transcript.
+        self._lease = None if agent.skip_transcript else Lease(root_id)
+        try:
+            self.recorder = self._record(agent, root_id)
+        except BaseException:
+            if self._lease is not None:
+                self._lease.release()
+            raise
         self._stop_poller: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._resumes: set[asyncio.Task[None]] = set()
         self._status: AgentStatus = "completed"
         self._error: str | None = None
+        self._stop_reason: str | None = None
         self._finished = False
+        self._turn: asyncio.Task[LoopOutcome] | None = None
         self._watchers: set[asyncio.Task[None]] = set()
+
+    def _record(self, agent: Agent[Any], root_id: str) -> Recorder:
+        """Start the transcripts and registry rows (sweeping a crashed run's rows first)."""
+        registry = Registry() if agent.registry is None else agent.registry or None
+        recorder = Recorder(self._runtime.runs, root_id, registry, not agent.skip_transcript)
+        if (writes := recorder.registry_writes) is not None:
+            writes.write(writes.registry.mark_lost)
+        self._runtime.listeners.insert(0, recorder)
+        self._runtime.emit(AgentStarted(root_id, None, "main", "main", False))
+        return recorder
 
     @classmethod
     def resume(cls, agent: Agent[OutputT], transcript: Transcript | Path | str) -> Session[OutputT]:
@@ -384,7 +419,8 @@ class Session(Generic[OutputT]):
         """Run the main agent from where its history stands (after a resume)."""
         async with self._lock:
             close_pending(self.root)
-            if self.root.messages and isinstance(self.root.messages[-1], UserMessage):
+            awaits_answer = self.root.messages and isinstance(self.root.messages[-1], UserMessage)
+            if awaits_answer or self.root.inbox:
                 await self._turns(drive=True)
         return self.result()
 
@@ -458,15 +494,32 @@ class Session(Generic[OutputT]):
             self._runtime.listeners.remove(queue.put_nowait)
 
     async def _turns(self, drive: bool) -> None:
+        """Run the main agent's turns and record how they ended, whatever ends them.
+
+        The turns run as their own task, so ``forkagent stop`` can cancel them
+        (``cancelled``); cancelling the caller (Ctrl-C, a signal) ends them
+        ``interrupted`` and propagates; an error ends them ``failed`` and is raised.
+        """
         if self.recorder.registry is not None and self._stop_poller is None:
             self._stop_poller = asyncio.create_task(self._poll_stop_requests())
+        work = self._runtime.drive(self.root) if drive else run_loop(self.root)
+        self._turn = asyncio.create_task(within_deadline(self.root.budget, work))
         try:
-            async with asyncio.timeout(self.root.budget.limits.max_seconds):
-                outcome = await (self._runtime.drive(self.root) if drive else run_loop(self.root))
+            outcome = await self._turn
             self._status, self._error = outcome.status, outcome.error
-        except TimeoutError:
-            self._status, self._error = "timed_out", "the main agent ran out of time"
+            self._stop_reason = outcome.stop_reason
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                self._status = "interrupted"
+                self._error = f"interrupted; continue it with: forkagent resume {self.root.id}"
+                raise
+            self._status, self._error = "cancelled", "stopped on request"
+        except Exception as exc:
+            self._status, self._error = "failed", f"{type(exc).__name__}: {exc}"
+            raise
         finally:
+            self._turn = None
             close_pending(self.root)
             self._finish()
 
@@ -476,13 +529,18 @@ class Session(Generic[OutputT]):
         self._runtime.emit(AgentFinished(self.root.id, self._status, self.root.output, self._error))
 
     async def _poll_stop_requests(self, interval: float = 0.5) -> None:
-        """Honour ``forkagent stop ID`` from other processes."""
+        """Honour ``forkagent stop ID`` from other processes, for the main agent too."""
         registry = self.recorder.registry
         assert registry is not None
         while True:
             await asyncio.sleep(interval)
-            for task in list(self._runtime.tasks.values()):
-                if not task.done and await asyncio.to_thread(registry.stop_requested, task.id):
+            running = [t for t in self._runtime.tasks.values() if not t.done]
+            ids = [self.root.id, *(t.id for t in running)]
+            asked = await asyncio.to_thread(_asked_to_stop, registry, ids)
+            if self.root.id in asked and self._turn is not None:
+                self._turn.cancel()
+            for task in running:
+                if task.id in asked:
                     task.cancel()
 
     async def fork(
@@ -606,6 +664,8 @@ class Session(Generic[OutputT]):
             self._finish()
         await asyncio.to_thread(self.recorder.close)  # waits for the queued registry writes
         await self._runtime.close_models()
+        if self._lease is not None:
+            self._lease.release()
 
     def result(self) -> RunResult[OutputT]:
         """The main agent's result so far; raises ``OutputError`` when an ``output_type``
@@ -617,6 +677,7 @@ class Session(Generic[OutputT]):
             usage=self.root.usage,
             agents=tuple(self._summaries()),
             error=self._error,
+            stop_reason=self._stop_reason,
             text=self.root.output,
         )
 
@@ -720,6 +781,60 @@ def _replaced_by_options(agent: Agent[Any]) -> list[str]:
         and getattr(agent, f.name)
         != (f.default_factory() if callable(f.default_factory) else f.default)
     ]
+
+
+def _asked_to_stop(registry: Registry, agent_ids: Sequence[str]) -> set[str]:
+    return {i for i in agent_ids if registry.stop_requested(i)}
+
+
+def _undelivered_reports(transcript: Transcript) -> list[Notification]:
+    """A report for each background child whose report never reached the resumed agent.
+
+    Its process died (or was interrupted) first: a child that never finished
+    is reported ``lost``, one that did with its own status and output. The
+    agent reads them at the top of its next turn, so it can start lost work
+    again instead of waiting for results that will never come.
+    """
+    history = "\n".join(
+        b.text for m in transcript.messages for b in m.content if isinstance(b, TextBlock)
+    )
+    notices = []
+    for child in _background_children(transcript):
+        header, final = child.header, child.status if child.finished else None
+        if f"task: {header.agent_id}\n" in history:
+            continue  # delivered before the process ended
+        lost = (
+            "the process running this agent ended before it finished, so its result will "
+            "never arrive; start it again if you still need it"
+        )
+        text = notification_text(
+            task_id=header.agent_id,
+            status=final.status if final else "lost",
+            label=header.label,
+            result=(final.output or "") if final else "",
+            usage=child.usage,
+            turns=sum(1 for e in child.entries if isinstance(e, UsageEntry) and not e.prewarm),
+            seconds=0.0,
+            error=final.error if final else lost,
+        )
+        notices.append(Notification(header.agent_id, TextBlock(text=text)))
+    return notices
+
+
+def _background_children(transcript: Transcript) -> list[Transcript]:
+    """The agent's direct children that ran in the background, from the tree's folder."""
+    found = []
+    for path in sorted(transcript.path.parent.glob("*.jsonl")):
+        try:
+            child = read_transcript(path) if path != transcript.path else None
+        except TranscriptError:
+            continue  # damaged: nothing reliable to tell
+        if child is None or child.header.parent_id != transcript.header.agent_id:
+            continue
+        moved = any(isinstance(e, StatusEntry) and e.status == "background" for e in child.entries)
+        if child.header.background or moved:
+            found.append(child)
+    return found
 
 
 def _session_hooks(agent: Agent[Any], cwd: Path) -> Hooks | None:

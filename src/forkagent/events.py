@@ -16,8 +16,21 @@ NOTIFICATION_TAG = "task-notification"
 """The tag around a child's result when it is added to its parent's conversation."""
 
 AgentKind: TypeAlias = Literal["main", "fork", "named"]
-FinalStatus: TypeAlias = Literal["completed", "failed", "cancelled", "timed_out", "budget_exceeded"]
-"""How an agent ended. The one vocabulary: tasks, events, transcripts and the registry all use it."""
+FinalStatus: TypeAlias = Literal[
+    "completed",
+    "failed",
+    "cancelled",
+    "interrupted",
+    "timed_out",
+    "budget_exceeded",
+    "truncated",
+]
+"""How an agent ended. The one vocabulary: tasks, events, transcripts and the registry all use it.
+
+``cancelled``: stopped on purpose (``Session.cancel``, ``forkagent stop``);
+``interrupted``: its process was told to end (Ctrl-C, SIGTERM, SIGHUP) and it
+can be resumed; ``truncated``: its last reply was cut at ``max_tokens``.
+"""
 AgentStatus: TypeAlias = Literal["running", FinalStatus]
 TranscriptStatus: TypeAlias = Literal[AgentStatus, "background"]
 """``background``: a sync child was moved to the background and keeps running."""

@@ -87,6 +87,8 @@ class HookInput:
     """SubagentStart: the task the child was given."""
     result: str | None = None
     """SubagentStop: the child's final text."""
+    stop_hook_active: bool | None = None
+    """SubagentStop: True when a hook already sent this child back to work once."""
     session_id: str | None = None
 
     @property
@@ -109,6 +111,7 @@ class HookInput:
             "tool_use_id": self.tool_use_id,
             "prompt": self.prompt,
             "result": self.result,
+            "stop_hook_active": self.stop_hook_active,
         }
         return {k: v for k, v in fields.items() if v is not None}
 
@@ -334,6 +337,11 @@ async def _run_command(
     payload = json.dumps(hook_input.to_json(), default=str).encode()
     try:
         out, err = await asyncio.wait_for(proc.communicate(payload), hook.timeout)
+    except asyncio.CancelledError:  # the run ends (Ctrl-C, a signal, a stop): so does the hook
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        raise
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -276,3 +278,40 @@ async def test_a_command_that_cannot_start_is_an_error(tmp_path: Path) -> None:
     outcome = await command_hooks("true").run("PreToolUse", tool_event(tmp_path / "gone"))
     assert not outcome.blocked
     assert outcome.errors[0].startswith("hook command 'true' could not start:")
+
+
+async def test_a_hook_command_is_killed_with_its_children_when_the_run_is_cancelled(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "hook.pid"
+    command = f"sleep 300 & echo $! > {pid_file}; wait"
+    hooks = Hooks.from_commands([CommandHook(event="PreToolUse", command=command)])
+    call = HookInput(event="PreToolUse", agent_id="main", agent_type="main", cwd=tmp_path)
+
+    running = asyncio.create_task(hooks.run("PreToolUse", call))
+    sleeper = await asyncio.to_thread(_pid_in, pid_file)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+
+    assert await asyncio.to_thread(_ends, sleeper)
+
+
+def _pid_in(path: Path) -> int:
+    while not path.exists() or not path.read_text().strip():
+        time.sleep(0.02)
+    return int(path.read_text())
+
+
+def _ends(pid: int) -> bool:
+    """Whether the process is gone (or a zombie) within a few seconds: a kill takes a moment."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except FileNotFoundError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.02)
+    return False

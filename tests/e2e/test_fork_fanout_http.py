@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from forkagent import Agent, RuntimeOptions
-from forkagent.emulator import Emulator, Latency, serve
+from forkagent.emulator import Emulator, Fault, Latency, serve
 from forkagent.emulator.server import RunningServer
 from forkagent.models.anthropic import AnthropicModel
 from forkagent.models.base import Model
@@ -96,3 +96,22 @@ async def test_without_fanout_the_siblings_miss_because_the_entry_was_not_yet_vi
     outcomes = _shared_outcomes(emulator, label)
     assert [status for status, _ in outcomes] == ["written"] * 5
     assert [reason for _, reason in outcomes].count("not_yet_visible") >= 4
+
+
+async def test_a_leader_whose_stream_is_cut_after_output_began_is_sent_again(
+    server: tuple[Emulator, RunningServer], tmp_path: Path
+) -> None:
+    """The first child's reply breaks off mid-stream: the family still completes."""
+    emulator, running = server
+    model = AnthropicModel(MODEL, base_url=running.url)
+    agent = Agent(model=model, cwd=tmp_path, load_agent_files=False, builtin_tools=False)
+    try:
+        async with agent.session() as session:
+            await session.send(_history_text())
+            emulator.faults.inject(Fault("cut_stream", after_events=4))  # the leader's request
+            tasks = await session.fork(DIRECTIVES[:3])
+    finally:
+        await model.aclose()
+
+    assert [task.status for task in tasks] == ["completed"] * 3
+    assert [e.fault for e in emulator.log].count("cut_stream") == 1

@@ -184,6 +184,14 @@ async def test_a_stream_that_just_stops_is_retried_like_a_cut(sleeps: list[float
     assert events[-1].response.message.text == "again"
 
 
+@pytest.mark.parametrize("status", [400, 401, 429, 500, 529])
+def test_a_provider_message_ending_in_a_full_stop_gives_no_double_stop(status: int) -> None:
+    error = provider_error("acme", status, {"error": {"message": "Slow down please."}})
+
+    assert ".." not in str(error)
+    assert "Slow down please." in str(error)
+
+
 async def test_a_refused_connection_fails_at_once_with_what_to_do() -> None:
     """Nothing listens on the port: retrying cannot help, so the error is final and says why."""
     import socket

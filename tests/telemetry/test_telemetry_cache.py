@@ -253,3 +253,16 @@ def test_block_sizes_render_only_what_an_extending_request_adds() -> None:
 
     for current in (NEXT, edited):
         assert block_sizes(current, known) == [len(b.data) for b in request_blocks(current)]
+
+
+def test_reading_the_whole_previous_prompt_is_a_hit_whatever_the_size_estimate() -> None:
+    """The new part tokenizes densely, so a per-byte estimate of the shared part is too high."""
+    dense = request(*HISTORY, user("東京大阪名古屋札幌福岡" * 40))
+    usage = Usage(input_tokens=1400, cache_read_tokens=1500, output_tokens=40, requests=1)
+
+    estimated = explain(PREVIOUS, dense, usage, profile=ANTHROPIC)
+    counted = explain(PREVIOUS, dense, usage, profile=ANTHROPIC, previous_tokens=1500)
+
+    assert estimated.status == "miss"  # what the estimate alone claimed
+    assert counted.status == "hit"
+    assert counted.expected_tokens == 1500

@@ -24,6 +24,14 @@ class Limits:
     max_cost: float | None = None
     max_seconds: float | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "max_tokens", "max_cost", "max_seconds"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigurationError(
+                    f"{name} is {value}, a negative limit: give 0 or more, or None for no limit"
+                )
+
 
 class Budget:
     """Counters checked before every model request; charges flow up to the parent budget."""
@@ -47,6 +55,19 @@ class Budget:
             found.append(budget.limits)
             budget = budget.parent
         return found
+
+    def deadline(self) -> tuple[float, float] | None:
+        """The earliest wall-time limit of this budget and its ancestors: (monotonic time, seconds).
+
+        The runtime cancels whatever runs at that moment, a model request included.
+        """
+        budget: Budget | None = self
+        found: list[tuple[float, float]] = []
+        while budget is not None:
+            if (seconds := budget.limits.max_seconds) is not None:
+                found.append((budget.started + seconds, seconds))
+            budget = budget.parent
+        return min(found, default=None)
 
     def charge(self, usage: Usage, cost: float | None, *, turn: bool = True) -> None:
         """Add one response here and to every ancestor; a pre-warm (``turn=False``) is no turn."""

@@ -9,6 +9,7 @@ its signal. Anthropic can instead pre-warm with ``max_tokens: 0``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -18,6 +19,7 @@ from ..models.base import Model, ModelResponse, ResponseComplete, Warmup
 from ..requests import ModelRequest
 
 FanoutMode = Literal["auto", "off", "prewarm"]
+logger = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -77,7 +79,13 @@ async def send_in_family(
             return await model.request(request)
         on_send()
         if family.warmup == "first_response_starts":
-            return await _stream_releasing(family, model, request)
+            try:
+                return await _stream_releasing(family, model, request)
+            except StreamInterruptedError as exc:
+                # Cut after its reply began: the siblings are on their way, and nothing
+                # was added to the history, so the same request goes again (with retries).
+                logger.warning("fork %s: %s; sending its request again", agent_id, exc)
+                return await model.request(request)
         return await model.request(request)
     finally:
         family.release()

@@ -193,6 +193,28 @@ class LoopOutcome:
     error: str | None = None
 
 
+async def within_deadline(budget: Budget, work: Awaitable[LoopOutcome]) -> LoopOutcome:
+    """``work``, cut off at the budget tree's earliest wall-time limit even mid-request.
+
+    The limit is checked between requests too (``Budget.check``); this makes
+    it hold while a request or a tool call is in flight.
+    """
+    deadline = budget.deadline()
+    if deadline is None:
+        return await work
+    loop = asyncio.get_running_loop()
+    timeout = asyncio.timeout_at(loop.time() + deadline[0] - time.monotonic())
+    try:
+        async with timeout:
+            return await work
+    except TimeoutError:
+        if not timeout.expired():
+            raise
+        return LoopOutcome(
+            "timed_out", "max_seconds", f"ran past its wall-time limit of {deadline[1]:g}s"
+        )
+
+
 async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutcome:
     """Run turns until the model stops or something ends the run.
 
@@ -208,13 +230,20 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
         if run.before_request is not None:
             await run.before_request(run)
         response = await _request(run)
-        run.append(response.message)
         uses = response.message.tool_uses
+        _check_unique_ids(run, uses)
+        run.append(response.message)
         if uses:
-            run.append(await dispatch(run, uses))
+            results = await dispatch(run, uses)
+            if response.stop_reason == "max_tokens":
+                cut = TextBlock(text=f"Note: {_truncated_error(run)}.")
+                results = UserMessage(content=(*results.content, cut), origin=results.origin)
+            run.append(results)
             if (ended := _output_outcome(run)) is not None:
                 return ended
             continue
+        if response.stop_reason == "max_tokens":
+            return LoopOutcome("truncated", "max_tokens", _truncated_error(run))
         if run.output_spec is not None and not run.output_ready:
             if (
                 ended := _check_final_text(run, run.output_spec, response.message.text)
@@ -224,6 +253,28 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
         if continue_on_inbox and run.inbox:
             continue
         return LoopOutcome("completed", response.stop_reason)
+
+
+def _check_unique_ids(run: AgentRun, uses: Sequence[ToolUseBlock]) -> None:
+    """Two calls with one id could not each get their result: refuse the reply, loudly."""
+    seen: dict[str, str] = {}
+    for use in uses:
+        if use.id in seen:
+            raise ModelError(
+                f"{run.model.spec} returned two tool calls with the id {use.id!r} "
+                f"({seen[use.id]} and {use.name}); each call needs its own id, so neither "
+                "was run. This is a fault of the model or its adapter: report it, or retry"
+            )
+        seen[use.id] = use.name
+
+
+def _truncated_error(run: AgentRun) -> str:
+    """A reply cut at ``max_tokens``: any tool call it was writing was lost with it."""
+    return (
+        f"the reply was cut at max_tokens ({run.settings.max_tokens}) before it ended, "
+        "and a tool call it was writing, if any, was dropped: raise settings.max_tokens, "
+        "or make fewer calls in one reply and send the dropped ones again"
+    )
 
 
 def _output_outcome(run: AgentRun) -> LoopOutcome | None:

@@ -14,10 +14,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ..errors import AgentLimitError, AgentSpawnError, ForkagentError, ToolError
+from ..errors import (
+    AgentLimitError,
+    AgentSpawnError,
+    ConfigurationError,
+    ForkagentError,
+    ToolError,
+)
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentStatus, Event
-from ..hooks import HookEvent
-from ..messages import JsonValue, TextBlock
+from ..messages import JsonValue, TextBlock, user
 from ..models.base import Model
 from ..permissions import PermissionPolicy
 from ..permissions.filters import ToolFilter
@@ -28,7 +33,15 @@ from .budget import Budget, Limits, require_price
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
 from .fanout import FanoutMode, ForkFamily
 from .fork import build_forked_messages, cache_key_hash, is_fork_history
-from .loop import AgentRun, LoopOutcome, Notification, close_pending, run_hooks, run_loop
+from .loop import (
+    AgentRun,
+    LoopOutcome,
+    Notification,
+    close_pending,
+    run_hooks,
+    run_loop,
+    within_deadline,
+)
 from .notify import (
     background_launch_text,
     moved_to_background_text,
@@ -56,6 +69,12 @@ class RuntimeOptions:
     """Seconds after which a sync child moves to the background; None = never."""
     resume_on_notification: bool = True
     """An idle parent starts a new turn when a background child reports."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_depth", "max_agents", "auto_background_after"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigurationError(f"RuntimeOptions.{name} is {value}: give 0 or more")
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +269,7 @@ class Runtime:
             child.run.tool_specs = (*child.run.tool_specs, output.tool_spec())
         try:
             require_price(child.run.model.name, *child.run.budget.all_limits())
-            await self._subagent_hook("SubagentStart", child.run, prompt=request.prompt)
+            await self._start_hook(child.run, request.prompt)
             if (request.isolation or child.isolation) == "worktree":
                 await self._isolate(child, parent)
         except ForkagentError:
@@ -291,20 +310,20 @@ class Runtime:
         assert route.agent_type is not None
         return self.named_builder(self, parent, route.agent_type, request)
 
-    async def _subagent_hook(self, event: HookEvent, run: AgentRun, **fields: str) -> None:
-        """SubagentStart may refuse the child; SubagentStop's reason is reported with its result."""
-        outcome = await run_hooks(run, event, **fields)
+    async def _start_hook(self, run: AgentRun, prompt: str) -> None:
+        """SubagentStart may refuse the child; its ``additionalContext`` joins the child's task."""
+        outcome = await run_hooks(run, "SubagentStart", prompt=prompt)
         if outcome.blocked:
-            raise AgentSpawnError(f"{event} hook: {outcome.reason or 'blocked'}")
+            raise AgentSpawnError(f"SubagentStart hook: {outcome.reason or 'blocked'}")
+        if outcome.additional_context:
+            _add_to_last_message(run, *outcome.additional_context)
 
     async def _isolate(self, child: PreparedChild, parent: AgentRun) -> None:
         """Give the child its own git worktree and tell it so, after its shared prefix."""
         worktree = await create_worktree(parent.cwd, child.run.id)
         run = child.run
         run.cwd = worktree.map_path(parent.cwd)
-        last = run.messages[-1]
-        notice = TextBlock(text=worktree_notice(worktree))
-        run.messages[-1] = last.model_copy(update={"content": (*last.content, notice)})
+        _add_to_last_message(run, worktree_notice(worktree))
 
         async def finish() -> tuple[str, str] | None:
             result = await finish_worktree(worktree)
@@ -433,25 +452,25 @@ class Runtime:
         run = task.run
         status: AgentStatus = "failed"
         error: str | None = None
+        task._driving = True
         try:
-            async with asyncio.timeout(run.budget.limits.max_seconds):
-                outcome = await self.drive(run)
+            if task.cancel_requested:
+                raise asyncio.CancelledError
+            outcome = await within_deadline(run.budget, self._drive_child(run))
             status, error = outcome.status, outcome.error
-        except TimeoutError:
-            status, error = "timed_out", f"ran past {run.budget.limits.max_seconds}s"
         except asyncio.CancelledError:
+            _uncancel()
             status, error = "cancelled", "cancelled"
         except Exception as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
+            task._driving = False
             for child in self.open_children(run):
                 child.cancel()
             close_pending(run)
         worktree = await prepared.finish() if prepared.finish else None
-        try:
-            await self._subagent_hook("SubagentStop", run, result=run.output)
-        except ForkagentError as exc:
-            error = f"{error}; {exc}" if error else str(exc)
+        if status != "completed":  # a completed child met its SubagentStop hook already
+            await run_hooks(run, "SubagentStop", result=run.output)
         worktree_path, worktree_branch = worktree or (None, None)
         result = TaskResult(
             task_id=task.id,
@@ -471,6 +490,28 @@ class Runtime:
         if task.background and task.notify:
             self._notify_parent(task, result)
         return result
+
+    async def _drive_child(self, run: AgentRun) -> LoopOutcome:
+        """Drive a child; a SubagentStop hook that blocks its end sends it back to work.
+
+        The hook's reason becomes the child's next user message, as Claude Code
+        does; ``stop_hook_active`` tells the hook when it already sent it back once.
+        """
+        outcome = await self.drive(run)
+        sent_back = False
+        while outcome.status == "completed":
+            verdict = await run_hooks(
+                run, "SubagentStop", result=run.output, stop_hook_active=sent_back
+            )
+            if not verdict.blocked:
+                break
+            sent_back = True
+            reason = verdict.reason or "no reason given"
+            run.append(
+                user(f"A SubagentStop hook did not let you stop yet: {reason}", origin="hook")
+            )
+            outcome = await self.drive(run)
+        return outcome
 
     async def drive(self, run: AgentRun) -> LoopOutcome:
         """Run turns, then keep going while background children still report."""
@@ -559,6 +600,19 @@ class Runtime:
         """Wait until no child task is running."""
         while pending := [t._task for t in self.tasks.values() if t._task and not t._task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _add_to_last_message(run: AgentRun, *texts: str) -> None:
+    """Append to a new child's task, after its shared prefix (the cache is not touched)."""
+    last = run.messages[-1]
+    extra = tuple(TextBlock(text=t) for t in texts)
+    run.messages[-1] = last.model_copy(update={"content": (*last.content, *extra)})
+
+
+def _uncancel() -> None:
+    """Forget a cancellation once handled, so the task's wrap-up can await normally."""
+    if (current := asyncio.current_task()) is not None:
+        current.uncancel()
 
 
 def _result_text(result: TaskResult) -> str:

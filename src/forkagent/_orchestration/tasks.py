@@ -59,6 +59,9 @@ class AgentTask:
     result: TaskResult | None = None
     notify: bool = True
     """Whether a background child's result goes into its parent's conversation."""
+    cancel_requested: bool = False
+    _driving: bool = False
+    """True while its turns run: the only phase a cancel interrupts (the runtime sets it)."""
     _task: asyncio.Task[TaskResult] | None = None
     _to_background: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -76,10 +79,15 @@ class AgentTask:
         return await asyncio.shield(self._task)
 
     def cancel(self) -> None:
-        """Stop this task and, through it, every task it started."""
+        """Stop this task and, through it, every task it started.
+
+        At any moment: a task not yet running ends ``cancelled`` as soon as it
+        starts, and one already wrapping up (hooks, worktree) finishes as it is.
+        """
         for child in self.children:
             child.cancel()
-        if self._task is not None and not self._task.done():
+        self.cancel_requested = True
+        if self._driving and self._task is not None and not self._task.done():
             self._task.cancel()
 
     def move_to_background(self) -> None:

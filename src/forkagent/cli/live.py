@@ -105,6 +105,11 @@ class AgentBoard:
         elif isinstance(event, AgentFinished):
             line.status = event.status
 
+    @property
+    def main_id(self) -> str | None:
+        """The main agent's id, once it has started."""
+        return next((line.id for line in self.lines.values() if line.parent is None), None)
+
     def finish_main(self, status: AgentStatus) -> None:
         for line in self.lines.values():
             if line.parent is None:
@@ -177,8 +182,13 @@ async def watch(
         if switch is not None:
             switch.view = view
         task = asyncio.ensure_future(start())
-        while not task.done():
-            view.update(board.render())
-            await asyncio.sleep(0.125)
+        try:
+            while not task.done():
+                view.update(board.render())
+                await asyncio.sleep(0.125)
+        except asyncio.CancelledError:  # Ctrl-C or a signal: the run records it and cleans up
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise
         view.update(board.render())
         return await task

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 if TYPE_CHECKING:
     from ..agent import RunResult, Session
@@ -29,23 +29,27 @@ def resume_command(
     from ..agent import Agent, Session
     from ..errors import ForkagentError
     from ..state.registry import Registry
+    from ._outcome import Interrupted, exit_code, resume_hint, run_until_signal
 
     console = Console()
     try:
         record = Registry().get(agent_id)
         if record.transcript is None:
             raise typer.BadParameter(f"{record.id} was run with skip_transcript; nothing to resume")
-        result = asyncio.run(
-            _resume(
-                Session.resume(Agent(load_user_agents=True), record.transcript), prompt, compact
-            )
-        )
+        session = Session.resume(Agent(load_user_agents=True), record.transcript)
+        result = run_until_signal(lambda: _resume(session, prompt, compact))
     except ForkagentError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
+    except Interrupted as exc:
+        console.print(
+            f"interrupted by {exc}; {resume_hint(record.id)}", markup=False, soft_wrap=True
+        )
+        raise typer.Exit(exc.exit_code) from None
     console.print(result.output, markup=False, highlight=False)
     hit = result.usage.cache_hit_ratio
     console.print(f"status: {result.status}; cache hit {'-' if hit is None else f'{hit:.0%}'}")
+    raise typer.Exit(exit_code(result))
 
 
 async def _resume(session: Session, prompt: str | None, compact: bool) -> RunResult:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -71,17 +70,23 @@ def run_command(
         ),
     ] = None,
 ) -> None:
-    """Run an agent on PROMPT, show its tree of sub-agents and stream its answer."""
+    """Run an agent on PROMPT, show its tree of sub-agents and stream its answer.
+
+    Exit status: 0 completed, 1 failed, 3 budget exceeded, 4 turn limit, 5 timed out,
+    6 reply cut at max_tokens, 7 stopped (forkagent stop), 128+N ended by signal N
+    (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP); after any but 0 it prints how to resume.
+    """
     from ..errors import ForkagentError
+    from ._outcome import Interrupted, exit_code, resume_hint, run_until_signal
     from .live import AgentBoard, LiveSwitch, watch
 
+    board, switch = AgentBoard(), LiveSwitch()
     try:
         if prompt == "-":
             prompt = sys.stdin.read().strip()
             if not prompt:
                 fail("the prompt read from stdin is empty", as_json=as_json, exit_code=2)
         defaults = load_defaults(cwd)
-        board, switch = AgentBoard(), LiveSwitch()
         console = Console(stderr=as_json)
         echo = _TextEcho(streaming=not as_json)
         refused = _Refusals()
@@ -100,8 +105,8 @@ def run_command(
             switch=switch,
         )
         _say_what_answers(agent, as_json)
-        result = asyncio.run(
-            watch(
+        result = run_until_signal(
+            lambda: watch(
                 lambda: agent.run(prompt),
                 board,
                 console,
@@ -110,11 +115,16 @@ def run_command(
             )
         )
     except ForkagentError as exc:
+        _hint(board.main_id)
         fail(str(exc), as_json=as_json, kind=type(exc).__name__)
+    except Interrupted as exc:
+        warn(f"interrupted by {exc}; {resume_hint(board.main_id)}")
+        raise typer.Exit(exc.exit_code) from None
     board.finish_main(result.status)
+    code = exit_code(result)
     if as_json:
         sys.stdout.write(json.dumps(_result_json(result, board), indent=2) + "\n")
-        return
+        raise typer.Exit(code)
     echo.end()
     if not console.is_terminal:
         board.plain(console)
@@ -123,6 +133,16 @@ def run_command(
     refused.show()
     if result.error:
         warn(f"{result.status}: {result.error}")
+    if code:
+        _hint(board.main_id)
+    raise typer.Exit(code)
+
+
+def _hint(main_id: str | None) -> None:
+    from ._outcome import resume_hint
+
+    if main_id:
+        sys.stderr.write(resume_hint(main_id) + "\n")
 
 
 def _agent(

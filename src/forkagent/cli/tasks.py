@@ -7,6 +7,7 @@ agents long gone.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -20,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..errors import ForkagentError
 from ..messages import (
     ContentBlock,
     ImageBlock,
@@ -36,13 +38,13 @@ from ..state.transcript import (
     Entry,
     MessageEntry,
     StatusEntry,
-    TranscriptError,
     TranscriptHeader,
     TranscriptTail,
     TruncateEntry,
     UsageEntry,
     read_transcript,
 )
+from ..state.worktrees import LeftWorktree, left_worktree, sweep_worktrees
 from ..usage import Usage
 
 ABBREVIATE = 300
@@ -65,6 +67,7 @@ def register(app: typer.Typer) -> None:
     app.command("ps")(ps)
     app.command("logs")(logs)
     app.command("stop")(stop)
+    app.command("prune")(prune)
 
 
 # -- ps ------------------------------------------------------------------------
@@ -96,6 +99,43 @@ def ps(
         _print_plain(rows)
     if len(records) == limit:
         typer.echo(f"(the {limit} latest agents; --all shows every one)")
+    left = _left_worktrees(records)
+    if left:
+        typer.echo(
+            f"Lost agents left {len(left)} worktree(s); forkagent prune removes unchanged ones:"
+        )
+        for worktree in left:
+            typer.echo(f"  {worktree.path} (branch {worktree.branch}, agent {worktree.agent_id})")
+
+
+def _left_worktrees(records: Iterable[AgentRecord]) -> list[LeftWorktree]:
+    """Worktrees still on disk whose agent was lost (its process died without finishing it)."""
+    found = (left_worktree(r.cwd) for r in records if r.status == "lost" and r.cwd)
+    return list({w.path: w for w in found if w is not None}.values())
+
+
+# -- prune ---------------------------------------------------------------------
+
+
+def prune(registry: RegistryOption = None) -> None:
+    """Remove the worktrees and branches lost agents left behind, if they hold no changes."""
+    with user_errors():
+        store = Registry(registry)
+        store.mark_lost()
+        left = _left_worktrees(store.list(limit=None))
+        for repo in {w.path for w in left}:
+            if repo.exists():
+                asyncio.run(sweep_worktrees(repo, older_than=0))
+    if not left:
+        typer.echo("Nothing to prune: no lost agent left a worktree.")
+    for worktree in left:
+        if worktree.path.exists():
+            typer.echo(
+                f"kept {worktree.path}: it has changes; review branch {worktree.branch}, "
+                "then remove it with git worktree remove and git branch -D"
+            )
+        else:
+            typer.echo(f"removed {worktree.path} and branch {worktree.branch}")
 
 
 _PS_COLUMNS = (
@@ -363,7 +403,7 @@ def user_errors() -> Iterator[None]:
     """Turn the errors a user can cause into a message and exit status 1."""
     try:
         yield
-    except (RegistryError, TranscriptError, OSError) as exc:
+    except (ForkagentError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
 

@@ -265,11 +265,16 @@ def error_detail(body: JsonValue) -> tuple[str, str | None]:
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
         text = body if isinstance(body, str) and body else "no details given"
-        return str(text)[:500], None
-    message = str(error.get("message") or "no details given")
+        return _sentence_body(str(text)[:500]), None
+    message = _sentence_body(str(error.get("message") or "no details given"))
     kind = error.get("code") if error.get("code") == "insufficient_quota" else None
     kind = kind or error.get("type") or error.get("status")
     return message, kind if isinstance(kind, str) else None
+
+
+def _sentence_body(detail: str) -> str:
+    """Without its final full stop: the messages built around it add their own."""
+    return detail.rstrip().rstrip(".").rstrip() or detail
 
 
 def parse_retry_after(headers: Mapping[str, str], body: JsonValue = None) -> float | None:

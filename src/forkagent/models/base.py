@@ -83,6 +83,8 @@ class ModelProfile:
     warmup: Warmup = "none"
     supports_prewarm: bool = False
     min_cache_tokens: int = 0
+    caches: bool = True
+    """False for models with no prompt cache (the test models): reading nothing is no break."""
     context_window: int | None = None
     """Overrides the window ``models.context`` knows for the model's name (test models set it)."""
 

@@ -35,7 +35,7 @@ ScriptItem: TypeAlias = Reply | BaseException | ReplyFunction
 class _RecordingModel(Model):
     def __init__(self, name: str, context_window: int | None = None) -> None:
         self._name = name
-        self.profile = ModelProfile(provider="test", context_window=context_window)
+        self.profile = ModelProfile(provider="test", caches=False, context_window=context_window)
         self.requests: list[ModelRequest] = []
 
     @property

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from .lease import AgentBusyError, Lease
     from .registry import AgentRecord, Registry, RegistryError, RegistryWriter, StopResult
     from .transcript import (
         CacheEntry,
         CompactionEntry,
         MessageEntry,
+        StateDirError,
         StatusEntry,
         Transcript,
         TranscriptError,
@@ -30,11 +32,13 @@ if TYPE_CHECKING:
         transcript_path,
     )
     from .worktrees import (
+        LeftWorktree,
         Worktree,
         WorktreeError,
         WorktreeResult,
         create_worktree,
         finish_worktree,
+        left_worktree,
         sweep_worktrees,
         worktree_notice,
     )
@@ -42,11 +46,13 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        ".lease": ("AgentBusyError", "Lease"),
         ".registry": ("AgentRecord", "Registry", "RegistryError", "RegistryWriter", "StopResult"),
         ".transcript": (
             "CacheEntry",
             "CompactionEntry",
             "MessageEntry",
+            "StateDirError",
             "StatusEntry",
             "Transcript",
             "TranscriptError",
@@ -63,8 +69,10 @@ __getattr__, __dir__ = lazy_exports(
             "Worktree",
             "WorktreeError",
             "WorktreeResult",
+            "LeftWorktree",
             "create_worktree",
             "finish_worktree",
+            "left_worktree",
             "sweep_worktrees",
             "worktree_notice",
         ),
@@ -72,13 +80,17 @@ __getattr__, __dir__ = lazy_exports(
 )
 
 __all__ = [
+    "AgentBusyError",
     "AgentRecord",
     "CacheEntry",
     "CompactionEntry",
+    "Lease",
+    "LeftWorktree",
     "MessageEntry",
     "Registry",
     "RegistryError",
     "RegistryWriter",
+    "StateDirError",
     "StatusEntry",
     "StopResult",
     "Transcript",
@@ -92,6 +104,7 @@ __all__ = [
     "WorktreeResult",
     "create_worktree",
     "finish_worktree",
+    "left_worktree",
     "read_transcript",
     "read_tree",
     "state_dir",

@@ -39,7 +39,13 @@ from ..errors import ForkagentError
 from ..events import FINAL_STATUSES, AgentKind, RecordStatus
 from ..messages import JsonValue
 from ..usage import Usage
-from .transcript import state_dir
+from .transcript import (
+    TranscriptError,
+    UsageEntry,
+    make_state_dir,
+    read_transcript,
+    state_dir,
+)
 
 PREVIEW_CHARS = 500
 SCHEMA_VERSION = 2
@@ -188,10 +194,39 @@ class Registry:
         self.path = Path(path) if path is not None else default_registry_path()
         self.timeout = timeout
         """Seconds a write waits for another process's write before giving up."""
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_state_dir(self.path.parent)
         self.path.touch(mode=0o600)  # SQLite gives its -wal and -shm files the same mode
         self._batch = threading.local()
+        self.recovered: str | None = None
+        """Set when the file was damaged: what was moved aside and rebuilt (also logged)."""
+        try:
+            self._create()
+        except RegistryError as exc:
+            if not _damaged(exc):
+                raise
+            self._recover(exc)
+
+    def _recover(self, problem: RegistryError) -> None:
+        """Move a damaged file aside and rebuild the rows from the transcripts.
+
+        The transcripts are the record of what happened; the registry only
+        indexes them, so nothing is lost but the pids of agents still running.
+        """
+        aside = self.path.with_name(f"{self.path.name}.damaged-{int(time.time())}")
+        os.replace(self.path, aside)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        self.path.touch(mode=0o600)
         self._create()
+        records = [r for p in _transcript_files() if (r := _record_from(p)) is not None]
+        with self.batch():
+            for record in records:
+                self.register(record)
+        self.recovered = (
+            f"the agent registry {self.path} was damaged ({problem.__cause__}); moved it to "
+            f"{aside} and rebuilt {len(records)} rows from the transcripts"
+        )
+        logger.warning("%s", self.recovered)
 
     # -- writing -------------------------------------------------------------
 
@@ -439,6 +474,52 @@ def _use_wal(db: sqlite3.Connection, timeout: float) -> None:
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.01)
+
+
+def _damaged(error: RegistryError) -> bool:
+    """The file is not a database, or a corrupt one (not a lock or I/O problem)."""
+    cause = error.__cause__
+    return isinstance(cause, sqlite3.DatabaseError) and not isinstance(
+        cause, sqlite3.OperationalError
+    )
+
+
+def _transcript_files() -> list[Path]:
+    return sorted((state_dir() / "transcripts").glob("*/*.jsonl"))
+
+
+def _record_from(path: Path) -> AgentRecord | None:
+    """A transcript's agent as a row; an unfinished one is ``lost`` (its process is unknown)."""
+    try:
+        transcript = read_transcript(path)
+    except TranscriptError:
+        return None
+    header, usage = transcript.header, transcript.usage
+    final = transcript.status if transcript.finished else None
+    return AgentRecord(
+        id=header.agent_id,
+        root_id=header.root_id,
+        model=header.model,
+        kind=header.kind,
+        parent_id=header.parent_id,
+        label=header.label,
+        status="lost" if final is None or final.status == "background" else final.status,
+        background=header.background,
+        pid=None,
+        host=None,
+        cwd=header.cwd,
+        transcript=path,
+        started_at=header.at.timestamp(),
+        ended_at=final.at.timestamp() if final else None,
+        turns=sum(1 for e in transcript.entries if isinstance(e, UsageEntry) and not e.prewarm),
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        cost=transcript.cost,
+        output_preview=(final.output or "")[:PREVIEW_CHARS] if final else None,
+        error=final.error if final else "rebuilt from its transcript: it had not finished",
+    )
 
 
 def _to_sql(values: Mapping[str, Any]) -> dict[str, Any]:

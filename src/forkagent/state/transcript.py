@@ -75,13 +75,30 @@ def state_dir() -> Path:
     return Path(base).expanduser() / "forkagent"
 
 
+class StateDirError(ForkagentError):
+    """The state directory cannot be created or written."""
+
+
+def make_state_dir(folder: Path) -> None:
+    """Create a private folder of the state directory, or say how to fix what prevents it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        raise StateDirError(
+            f"cannot use {folder} for forkagent's state ({exc.strerror or exc}): set "
+            "FORKAGENT_HOME to a directory you can write, or fix that one's permissions"
+        ) from None
+
+
 def transcript_path(root_id: str, agent_id: str, *, base: Path | None = None) -> Path:
     """``<state_dir>/transcripts/<root_id>/<agent_id>.jsonl``: one folder per tree."""
-    folder = (base or state_dir()) / "transcripts" / _file_name(root_id)
-    return folder / f"{_file_name(agent_id)}.jsonl"
+    folder = (base or state_dir()) / "transcripts" / safe_file_name(root_id)
+    return folder / f"{safe_file_name(agent_id)}.jsonl"
 
 
-def _file_name(name: str) -> str:
+def safe_file_name(name: str) -> str:
     """An id, checked to be one path component (ids come from other processes too)."""
     if not name or name in {".", ".."} or any(c in name for c in "/\\\0"):
         raise ValueError(f"{name!r} cannot be used as a file name")
@@ -385,7 +402,14 @@ def read_transcript(path: Path | str) -> Transcript:
     the last, or a history that does not add up.
     """
     path = Path(path)
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TranscriptError(
+            path,
+            "no such transcript: it was moved or deleted, so this agent cannot be shown or "
+            "resumed (its registry row remains; give a .jsonl path if the file moved)",
+        ) from None
     fold = _Fold(path)
     fold.feed(data, at_end=True)
     if fold.header is None:
@@ -462,7 +486,7 @@ class TranscriptWriter:
         self.path = Path(path)
         self._fsync = fsync
         self._lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_state_dir(self.path.parent)
         existing = self._recover()
         self._header = existing.header
         self._history: list[Message] = existing.messages

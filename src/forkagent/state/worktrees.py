@@ -132,6 +132,29 @@ async def sweep_worktrees(
     return removed
 
 
+@dataclass(frozen=True, slots=True)
+class LeftWorktree:
+    """A worktree still on disk, made for ``agent_id``."""
+
+    path: Path
+    branch: str
+    agent_id: str
+
+
+def left_worktree(cwd: Path | str) -> LeftWorktree | None:
+    """The forkagent worktree an agent's ``cwd`` lies in, if it still exists.
+
+    ``forkagent ps`` uses it to list what lost agents left behind; ``sweep_worktrees``
+    (``forkagent prune``) removes the unchanged ones.
+    """
+    cwd = Path(cwd)
+    for candidate in (cwd, *cwd.parents):
+        if candidate.parent.parts[-len(WORKTREES_DIR.parts) :] == WORKTREES_DIR.parts:
+            meta = _Meta.read(candidate) if candidate.is_dir() else None
+            return LeftWorktree(candidate, meta.branch, meta.agent_id) if meta else None
+    return None
+
+
 def worktree_notice(worktree: Worktree) -> str:
     """What a child is told about where it works (part of its first message)."""
     return (

@@ -137,6 +137,7 @@ def explain(
     compared_with: str | None = None,
     hit_fraction: float = HIT_FRACTION,
     sizes: Sequence[int] | None = None,
+    previous_tokens: int | None = None,
 ) -> CacheReport:
     """Explain how ``current`` used the cache that ``previous`` should have left.
 
@@ -147,6 +148,9 @@ def explain(
     warm-up rule. ``diagnosis`` is the provider's own explanation
     (``ModelResponse.cache_diagnosis``). ``sizes``, the canonical size of
     each of ``current``'s blocks (``block_sizes``), saves rendering them again.
+    ``previous_tokens``, the prompt size ``previous``'s response reported: when
+    ``current`` extends it and read at least that much, it is a hit by count,
+    not by an estimate from sizes.
     """
     sizes = block_sizes(current) if sizes is None else sizes
     per_byte = _tokens_per_byte(usage, sum(sizes))
@@ -157,6 +161,8 @@ def explain(
     compared, settings = _settings_change(previous, current)
     difference = None if extends(compared, current) else first_difference(compared, current)
     expected = round(sum(sizes[: _shared_blocks(compared, difference)]) * per_byte)
+    if difference is None and previous_tokens and usage.cache_read_tokens >= previous_tokens:
+        return report.build("hit", previous_tokens, [])
     if difference is not None:
         finding = _change_finding(difference, compared, current, expected)
         return report.build("miss", expected, [finding], difference)

@@ -49,6 +49,8 @@ class _Sent:
     order: int
     """Position in the event stream: orders requests the clock sees as simultaneous."""
     answered_at: float | None = None
+    prompt_tokens: int = 0
+    """The prompt size its response reported (0 until answered, or when unreported)."""
     sizes: list[int] | None = None
     """The canonical size of each block, once explained."""
     prewarm: bool = False
@@ -169,12 +171,14 @@ class CacheMonitor:
         if sent is None:
             return
         sent.answered_at, agent.pending = self._clock(), None
+        sent.prompt_tokens = event.response.usage.prompt_tokens
         report = self._explain(agent, sent, event.response)
         first_turn = agent.last is None
         agent.last = sent
         explained = CacheReported(event.agent_id, event.turn, report)
         self._explained.append(explained)
-        if agent.kind == "fork" and first_turn:
+        caches = self._profiles.get(sent.request.model, self._default).caches
+        if agent.kind == "fork" and first_turn and caches:
             self._check_break(event.agent_id, event.response.usage, report)
         elif report.status == "miss":
             logger.info("agent %s turn %d: %s", event.agent_id, event.turn, report.summary)
@@ -199,6 +203,7 @@ class CacheMonitor:
             diagnosis=response.cache_diagnosis,
             compared_with=None if source is None else source.label,
             sizes=sent.sizes,
+            previous_tokens=_whole_prompt_tokens(source),
         )
 
     def _source(self, agent: _Agent, sent: _Sent) -> _Source | None:
@@ -233,6 +238,13 @@ class CacheMonitor:
                 ratio * 100,
                 report.summary,
             )
+
+
+def _whole_prompt_tokens(source: _Source | None) -> int | None:
+    """The reported size of the source's prompt, when it is compared whole (not a shared part)."""
+    if source is None or source.request is not source.sent.request:
+        return None
+    return source.sent.prompt_tokens or None
 
 
 def _previous_label(sent: _Sent) -> str:

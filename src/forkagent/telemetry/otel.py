@@ -91,7 +91,7 @@ DURATION_BUCKETS = tuple(0.01 * 2**i for i in range(14))
 
 _PROVIDER_NAMES = {"gemini": "gcp.gemini"}
 """forkagent provider ids whose convention name differs."""
-_FAILED = frozenset({"failed", "timed_out", "budget_exceeded"})
+_FAILED = frozenset({"failed", "timed_out", "budget_exceeded", "truncated"})
 
 
 def otel_listener(
