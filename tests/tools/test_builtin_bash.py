@@ -129,3 +129,30 @@ async def test_missing_cwd_fails_to_start(tmp_path: Path) -> None:
 async def test_bad_arguments(ctx: ToolContext, args: dict[str, object], message: str) -> None:
     with pytest.raises(ToolError, match=f"^invalid arguments: {message}"):
         await Bash().call(args, ctx)
+
+
+async def test_a_cancel_while_bash_is_starting_still_kills_its_group(
+    tmp_path: Path, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spawn has happened, ``_start`` has not returned: the moment a cancel used to leak."""
+    from forkagent.tools.builtin import bash as bash_module
+
+    spawned: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    hold = asyncio.Event()
+    real_spawn = asyncio.create_subprocess_exec
+
+    async def spawn_then_hold(*args: object, **kwargs: object) -> asyncio.subprocess.Process:
+        proc = await real_spawn(*args, **kwargs)  # type: ignore[arg-type]
+        spawned.set_result(proc.pid)
+        await hold.wait()  # bash exists, and the start is still in progress
+        return proc
+
+    monkeypatch.setattr(bash_module.asyncio, "create_subprocess_exec", spawn_then_hold)
+    task = asyncio.create_task(Bash().call({"command": "sleep 100"}, ctx))
+    pid = await spawned
+    task.cancel()
+    await asyncio.sleep(0)
+    hold.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await gone(pid)

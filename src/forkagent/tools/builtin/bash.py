@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 from pathlib import Path
+from typing import TypeAlias
 
 from pydantic import Field
 
@@ -63,7 +64,12 @@ class Bash(ArgsTool):
             raise ToolError(f"Cannot run the command: working directory {ctx.cwd} does not exist.")
         timeout_ms = args.timeout or self.default_timeout_ms
         output = _Output(self.max_output_bytes)
-        proc, transport, pipe = await _start(args.command, ctx.cwd, output)
+        starting = asyncio.ensure_future(_start(args.command, ctx.cwd, output))
+        try:
+            proc, transport, pipe = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            await _undo_start(starting)
+            raise
         try:
             code = await _wait(proc, timeout_ms / 1000)
         finally:
@@ -118,9 +124,10 @@ class _Pipe(asyncio.Protocol):
             self.closed.set_result(None)
 
 
-async def _start(
-    command: str, cwd: Path, output: _Output
-) -> tuple[asyncio.subprocess.Process, asyncio.ReadTransport, _Pipe]:
+_Started: TypeAlias = "tuple[asyncio.subprocess.Process, asyncio.ReadTransport, _Pipe]"
+
+
+async def _start(command: str, cwd: Path, output: _Output) -> _Started:
     read_fd, write_fd = os.pipe()
     started = False
     try:
@@ -145,6 +152,18 @@ async def _start(
     loop = asyncio.get_running_loop()
     transport, _ = await loop.connect_read_pipe(lambda: pipe, os.fdopen(read_fd, "rb", 0))
     return proc, transport, pipe
+
+
+async def _undo_start(starting: asyncio.Future[_Started]) -> None:
+    """Cancelled while bash was starting: let the start finish, then kill what it started.
+
+    The process group exists as soon as the spawn does, before ``_start`` returns;
+    cancelling ``_start`` itself could leave that group running with nobody to kill it.
+    """
+    await asyncio.wait([starting])
+    if starting.cancelled() or starting.exception() is not None:
+        return
+    await asyncio.shield(_stop(*starting.result()))
 
 
 async def _wait(proc: asyncio.subprocess.Process, seconds: float) -> int | None:
