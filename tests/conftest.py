@@ -1,10 +1,19 @@
-"""Suite-wide isolation: no test reads the real home directory or writes outside tmp."""
+"""Suite-wide isolation: no test reads the real home directory or writes outside tmp,
+and none depends on the terminal it runs in."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Output that rich or click wraps must not depend on the width of whoever runs the suite.
+os.environ["COLUMNS"] = "100"
+os.environ["LINES"] = "40"
+os.environ.pop("FORCE_COLOR", None)
+os.environ["NO_COLOR"] = "1"
+os.environ["LC_ALL"] = os.environ["LANG"] = "C.UTF-8"
 
 
 @pytest.fixture(autouse=True)
@@ -20,4 +29,5 @@ def _isolated_home(
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
     monkeypatch.setenv("FORKAGENT_CONFIG_DIR", str(home / ".config" / "forkagent"))
     monkeypatch.delenv("FORKAGENT_SUBAGENT_MODEL", raising=False)
+    monkeypatch.delenv("FORKAGENT_MODEL", raising=False)
     assert Path(str(home)).is_dir()

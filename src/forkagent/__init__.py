@@ -6,9 +6,15 @@ import Agent`` imports what ``Agent`` needs.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
+
+try:
+    __version__ = version("forkagent")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 if TYPE_CHECKING:
     from ._orchestration.budget import Limits

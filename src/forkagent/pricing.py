@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ._spec import split_base_url
 from .usage import Usage
@@ -108,9 +109,49 @@ PRICES: dict[str, Price] = {
 
 
 def price_for(model: str) -> Price | None:
-    """Price of a model id, with or without a ``provider:`` prefix, server or date suffix."""
+    """Price of a model id, with or without a ``provider:`` prefix, server or date suffix.
+
+    ``PRICES`` first (our overrides, and DashScope, which genai-prices lacks), then the
+    genai-prices package's bundled snapshot (never its network update), so new model
+    families are priced without a release of ours. An unknown model is None, never 0.
+    """
     name = _DATE_SUFFIX.sub("", split_base_url(model.split(":", 1)[-1])[0])
-    return PRICES.get(name)
+    return PRICES.get(name) or _from_genai_prices(name)
+
+
+_GENAI_PROVIDERS = (("claude-", "anthropic"), ("gemini-", "google"), ("deepseek-", "deepseek"))
+
+
+@lru_cache(maxsize=256)
+def _from_genai_prices(name: str) -> Price | None:
+    provider = next((p for prefix, p in _GENAI_PROVIDERS if name.startswith(prefix)), None)
+    if provider is None and re.match(r"(gpt-|o\d)", name):
+        provider = "openai"
+    if provider is None:
+        return None
+    try:
+        import genai_prices
+
+        calculation = genai_prices.calc_price(
+            genai_prices.Usage(input_tokens=0), model_ref=name, provider_id=provider
+        )
+    except (ImportError, LookupError):
+        return None
+    if calculation.model.id != name:
+        return None  # its fuzzy match (``claude-sonnet-4`` -> 4.0): a price for another model
+    found = calculation.model_price
+    if found.input_mtok is None or found.output_mtok is None:
+        return None
+    base = _base(found.input_mtok)
+    read = _base(found.cache_read_mtok) if found.cache_read_mtok is not None else base
+    write = _base(found.cache_write_mtok) if found.cache_write_mtok is not None else base
+    write_1h = _base(found.cache_write_1h_mtok) if found.cache_write_1h_mtok is not None else write
+    return Price(base, _base(found.output_mtok), read, write, write_1h)
+
+
+def _base(value: object) -> float:
+    """A price, or the first tier of tiered prices (prompts under the tier boundary)."""
+    return float(getattr(value, "base", value))  # type: ignore[arg-type]
 
 
 def suggest_model(model: str) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from .agents import agents_command
@@ -21,6 +23,26 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(show: bool) -> None:
+    if show:
+        from .. import __version__
+
+        typer.echo(f"forkagent {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Agents whose sub-agents fork the parent's context and share its prompt cache."""
+
+
 app.command("demo")(demo_command)
 app.command("agents")(agents_command)
 app.command("run")(run_command)

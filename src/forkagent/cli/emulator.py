@@ -22,14 +22,27 @@ def serve_command(
     ] = False,
 ) -> None:
     """Serve the Anthropic, OpenAI-compatible and Gemini routes until Ctrl-C."""
-    import uvicorn
-
     from ..emulator import Emulator, Latency
+    from ..errors import ConfigurationError
+    from .errors import fail
+
+    try:
+        import uvicorn
+
+        from ..emulator.asgi import build_app
+    except ImportError as missing:
+        fail(
+            str(
+                ConfigurationError(
+                    f"emulator serve needs {missing.name}: pip install 'forkagent[server]'"
+                )
+            )
+        )
 
     emulator = Emulator(latency=Latency(ttft, tokens_per_second), require_key=require_key)
     typer.echo(how_to_point(f"http://{host}:{port}"))
     # access_log: one line per request (method, path, status) as it is answered
-    uvicorn.run(emulator.app, host=host, port=port, log_level="info", lifespan="off")
+    uvicorn.run(build_app(emulator), host=host, port=port, log_level="info", lifespan="off")
 
 
 def how_to_point(url: str) -> str:

@@ -2,9 +2,9 @@
 
 ``Emulator`` serves the Anthropic Messages, OpenAI Chat Completions (with the
 DashScope and DeepSeek cache profiles) and Gemini ``generateContent`` APIs,
-in process (``dispatch``) or over HTTP (``serve``), with the cache rules of
-``shared/design/CACHING.md``. See ``docs/emulator.md``. The HTTP server (and
-uvicorn with it) is imported when first used.
+in process (``dispatch``) or over HTTP (``serve``), with each provider's
+documented cache rules (``docs/emulator.md``). The HTTP server (the ``server``
+extra: starlette and uvicorn) is imported when first used.
 """
 
 from typing import TYPE_CHECKING

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 from urllib.parse import parse_qsl, urlsplit
 
 from . import anthropic_api, chat_api, gemini_api
@@ -34,9 +34,6 @@ from .policies import CallingAgent, Policy, Reply, Script, ask, default_policy
 from .profiles import CacheSettings
 from .timing import Clock, Latency, wall_clock
 from .wire import Call, Json, Output, SseEvent, Turn, shape_output
-
-if TYPE_CHECKING:
-    from starlette.applications import Starlette
 
 Wire: TypeAlias = Literal["anthropic", "openai", "gemini"]
 Handler: TypeAlias = Callable[[Call], Awaitable["Exchange"]]
@@ -107,7 +104,6 @@ class Emulator:
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self._routes = self._route_table()
-        self._app: Starlette | None = None
 
     # -- public API -------------------------------------------------------------
 
@@ -133,15 +129,6 @@ class Emulator:
             cut.events = events
             raise
         return EmulatorReply(exchange.status, {"events": events}, exchange.headers)
-
-    @property
-    def app(self) -> Starlette:
-        """The ASGI app serving every route on one port."""
-        if self._app is None:
-            from .asgi import build_app
-
-            self._app = build_app(self)
-        return self._app
 
     def script(
         self,

@@ -1,6 +1,6 @@
 """Per-provider cache parameters, chosen by model id.
 
-The numbers come from ``shared/design/CACHING.md``; where the providers do
+The numbers come from the providers' documentation of their caches; where they do
 not publish one (TTLs of best-effort caches, unit sizes), the value here is
 the emulator's choice and is documented in ``docs/emulator.md``.
 """

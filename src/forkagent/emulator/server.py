@@ -7,7 +7,16 @@ import threading
 import time
 from types import TracebackType
 
-import uvicorn
+from ..errors import ConfigurationError
+
+try:
+    import uvicorn
+
+    from .asgi import build_app
+except ImportError as missing:  # the server is an extra: the in-process emulator needs none of it
+    raise ConfigurationError(
+        f"the emulator's HTTP server needs {missing.name}: pip install 'forkagent[server]'"
+    ) from missing
 
 from .core import Emulator, default_emulator
 
@@ -25,7 +34,7 @@ class RunningServer:
         self.host = host
         self.port: int = self._socket.getsockname()[1]
         config = uvicorn.Config(
-            emulator.app,
+            build_app(emulator),
             log_level=log_level,
             access_log=False,
             lifespan="off",
