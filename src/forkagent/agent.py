@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -194,6 +195,10 @@ class Agent(Generic[OutputT]):
     """Python hooks; the project's settings file (``.forkagent/settings.json``) adds its own."""
     skip_transcript: bool = False
     """Write no transcript files (the registry still lists the agents)."""
+    trust_project: bool | None = None
+    """Whether the project's own executables (settings hooks, agent files' hooks) may run:
+    None asks ``forkagent.permissions.trust.is_trusted(cwd)``; True or False decides for
+    this agent. Hooks passed in code and the user's own files are not affected."""
     registry: Registry | Literal[False] | None = None
     """The agent registry; None = the default SQLite file, False = none."""
     output_type: type[OutputT] = _TEXT
@@ -226,6 +231,15 @@ class Agent(Generic[OutputT]):
         limits = (self.limits, self.tree_limits, self.runtime_options().child_limits)
         require_price(model, *limits)
         self.output_spec()  # an output type pydantic cannot validate fails here, not mid-run
+
+    def project_trusted(self, cwd: Path) -> bool:
+        """Whether the project's hooks may run; says once (a log warning) when they may not."""
+        from .permissions.trust import is_trusted, project_executables, untrusted_reason
+
+        trusted = self.trust_project if self.trust_project is not None else is_trusted(cwd)
+        if not trusted and self.load_agent_files and (found := project_executables(cwd)):
+            logging.getLogger("forkagent.trust").warning(untrusted_reason(cwd, found))
+        return trusted
 
     def output_spec(self) -> OutputSpec | None:
         if self.output_type is str:
@@ -299,7 +313,8 @@ class Session(Generic[OutputT]):
         model = resolve_model(agent.model)
         catalog = agent.catalog()
         tools = _assemble_tools(agent, options, catalog)
-        named = NamedAgents(catalog, tools)
+        trusted = agent.project_trusted(cwd)
+        named = NamedAgents(catalog, tools, untrusted_dir=None if trusted else cwd)
         self._runtime = Runtime(
             options=options,
             tree_budget=Budget(agent.tree_limits),
@@ -323,7 +338,7 @@ class Session(Generic[OutputT]):
             cwd=cwd,
             budget=self._runtime.tree_budget.child(agent.limits),
             timeout=agent.request_timeout,
-            hooks=_session_hooks(agent, cwd),
+            hooks=_session_hooks(agent, cwd, trusted),
             policy=agent.permissions,
             output_spec=output,
         )
@@ -837,8 +852,8 @@ def _background_children(transcript: Transcript) -> list[Transcript]:
     return found
 
 
-def _session_hooks(agent: Agent[Any], cwd: Path) -> Hooks | None:
-    found = Hooks.from_settings(cwd) if agent.load_agent_files else Hooks()
+def _session_hooks(agent: Agent[Any], cwd: Path, trusted: bool) -> Hooks | None:
+    found = Hooks.from_settings(cwd) if agent.load_agent_files and trusted else Hooks()
     hooks = agent.hooks.merged(found) if agent.hooks else found
     return hooks if len(hooks) else None
 

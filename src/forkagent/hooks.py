@@ -213,11 +213,27 @@ class Hooks:
                 hooks = hooks.merged(cls.from_commands(commands, project_dir=root))
         return hooks
 
-    async def run(self, event: HookEvent, hook_input: HookInput) -> HookOutcome:
+    async def run(
+        self,
+        event: HookEvent,
+        hook_input: HookInput,
+        *,
+        command_allowed: Callable[[str], bool] | None = None,
+    ) -> HookOutcome:
+        """Run the matching hooks; ``command_allowed`` vets shell commands (plan mode runs
+        only read-only ones). Python callables are the caller's own code and always run."""
         if hook_input.event != event:
             raise ValueError(f"hook input is for {hook_input.event}, not {event}")
         matching = [
-            r for r in self._registrations if r.event == event and r.matches(hook_input.target)
+            r
+            for r in self._registrations
+            if r.event == event
+            and r.matches(hook_input.target)
+            and (
+                command_allowed is None
+                or not isinstance(r.action, CommandHook)
+                or command_allowed(r.action.command)
+            )
         ]
         if not matching:
             return HookOutcome()

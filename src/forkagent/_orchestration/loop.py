@@ -53,7 +53,7 @@ from ..models.base import (
     ThinkingDelta,
     ToolUseStarted,
 )
-from ..permissions import PermissionPolicy
+from ..permissions import PermissionPolicy, is_read_only_command
 from ..pricing import cost
 from ..requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
 from ..tools.base import Tool, ToolContext, ToolOutput
@@ -466,6 +466,7 @@ async def run_hooks(run: AgentRun, event: HookEvent, **fields: Any) -> HookOutco
     """Run ``run``'s hooks for ``event``; ``fields`` fill the rest of the hook input."""
     if run.hooks is None or not len(run.hooks):
         return HookOutcome()
+    plan = run.policy is not None and run.policy.mode == "plan"
     return await run.hooks.run(
         event,
         HookInput(
@@ -476,6 +477,8 @@ async def run_hooks(run: AgentRun, event: HookEvent, **fields: Any) -> HookOutco
             parent_agent_id=run.parent_id,
             **fields,
         ),
+        # Plan mode changes nothing, and a hook is no side door: only read-only commands run.
+        command_allowed=is_read_only_command if plan else None,
     )
 
 

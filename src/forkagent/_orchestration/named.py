@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
-from ..agents import AgentCatalog, assemble_tool_pool, resolve_agent_model
+from ..agents import AgentCatalog, AgentDefinition, assemble_tool_pool, resolve_agent_model
 from ..hooks import CommandHook, Hooks
 from ..messages import user
 from ..models import resolve_model
@@ -22,6 +23,8 @@ class NamedAgents:
 
     catalog: AgentCatalog
     available_tools: tuple[Tool, ...]
+    untrusted_dir: Path | None = None
+    """A project directory the user has not trusted: hooks of agent files from it do not run."""
 
     def build(
         self, runtime: Runtime, parent: AgentRun, agent_type: str, request: SpawnRequest
@@ -52,7 +55,7 @@ class NamedAgents:
             parent_id=parent.id,
             depth=parent.depth + 1,
             gates=parent.gates,
-            hooks=_agent_hooks(parent, definition.hooks),
+            hooks=_agent_hooks(parent, self._runnable_hooks(definition)),
             policy=_agent_policy(parent.policy, definition.permission_mode),
             timeout=parent.timeout,
         )
@@ -61,6 +64,15 @@ class NamedAgents:
             background_default=definition.background,
             isolation=definition.isolation,
         )
+
+    def _runnable_hooks(self, definition: AgentDefinition) -> tuple[CommandHook, ...]:
+        """A definition's hooks, unless its file comes from a directory the user has not trusted."""
+        if self.untrusted_dir is None or not definition.hooks:
+            return definition.hooks
+        source = Path(definition.source)
+        if source.is_absolute() and self.untrusted_dir in source.resolve().parents:
+            return ()
+        return definition.hooks
 
 
 def _agent_policy(

@@ -14,6 +14,7 @@ from .models import models_command
 from .report import report_command
 from .resume import resume_command
 from .run import run_command
+from .trust import trust_command
 
 app = typer.Typer(
     name="forkagent",
@@ -50,6 +51,7 @@ app.command("resume")(resume_command)
 app.command("explain")(explain_command)
 app.command("report")(report_command)
 app.command("models")(models_command)
+app.command("trust")(trust_command)
 app.command("bench")(bench_command)
 
 from .tasks import register as _register_tasks  # noqa: E402

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, TypeAlias, cast
 
 from ..messages import JsonValue
 from ..tools.base import Tool, ToolContext
+from ..tools.builtin._secrets import is_secret
 from .filters import EDIT_TOOLS, SHELL_TOOL, FilterDecision, ToolFilter, all_of
 
 PermissionMode: TypeAlias = Literal["default", "accept_edits", "plan", "bypass", "bubble"]
@@ -70,6 +71,12 @@ class PermissionPolicy:
     mode: PermissionMode = "default"
     handler: PermissionHandler | None = None
     filter: ToolFilter | None = None
+    add_dirs: tuple[Path, ...] = ()
+    """Directories besides the working directory that tools may read without asking
+    (Claude Code's ``additionalDirectories``, ``--add-dir``)."""
+    allow_secrets: bool = False
+    """Let tools read credential files (``.env``, ``~/.ssh``, cloud credentials...), which
+    are refused in every mode otherwise, inside the working directory too."""
 
     async def authorize(
         self, tool: Tool, args: Mapping[str, JsonValue], ctx: ToolContext
@@ -78,9 +85,23 @@ class PermissionPolicy:
             decision = self.filter.check(tool.name, args)
             if not decision.allowed:
                 return decision
+        target = _target_path(tool, args, ctx.cwd)
+        if target is not None and not self.allow_secrets and is_secret(target):
+            return FilterDecision.deny(
+                f"{target} is a credentials file, and credentials stay out of an agent's "
+                "reach; the user can allow them with PermissionPolicy(allow_secrets=True)"
+            )
         if self.mode == "bypass":
             return FilterDecision.allow()
         needs = approval_needed(tool, args)
+        if needs is None and target is not None and not self._readable(target, ctx.cwd):
+            needs = f"it reads {target}, outside the working directory and the added ones"
+            if self.mode == "plan" and self.handler is None:
+                return FilterDecision.deny(
+                    f"plan mode reads only inside the working directory ({ctx.cwd}) and "
+                    f"the added directories, and {needs}"
+                )
+            return await self._ask(PermissionRequest(ctx.agent_id, tool.name, args, needs))
         if needs is None:
             return FilterDecision.allow()
         if self.mode == "plan":
@@ -103,9 +124,14 @@ class PermissionPolicy:
         else:
             child_filter = all_of(self.filter, filter)
         if mode is None or _LATITUDE[mode] > _LATITUDE[self.mode]:
-            return PermissionPolicy(self.mode, self.handler, child_filter)
-        handler = self.handler if mode == "bubble" else None
-        return PermissionPolicy(mode, handler, child_filter)
+            mode, handler = self.mode, self.handler
+        else:
+            handler = self.handler if mode == "bubble" else None
+        return replace(self, mode=mode, handler=handler, filter=child_filter)
+
+    def _readable(self, target: Path, cwd: Path) -> bool:
+        roots = (cwd, *self.add_dirs)
+        return any(target.is_relative_to(root.resolve()) for root in roots)
 
     async def _ask(self, request: PermissionRequest) -> FilterDecision:
         if self.handler is None:
@@ -159,6 +185,28 @@ def approval_needed(tool: Tool, args: Mapping[str, JsonValue]) -> str | None:
         verdict = classify_command(command)
         return None if verdict.read_only else f"the command is not read-only: {verdict.reason}"
     return f"`{tool.name}` can change things"
+
+
+_PATH_ARGS = {
+    "Read": "file_path",
+    "Write": "file_path",
+    "Edit": "file_path",
+    "Grep": "path",
+    "Glob": "path",
+}
+"""The argument that names the file or directory a built-in tool reads or writes."""
+
+
+def _target_path(tool: Tool, args: Mapping[str, JsonValue], cwd: Path) -> Path | None:
+    """The resolved path (symlinks and ``..`` followed) a file tool would touch, if any."""
+    given = args.get(_PATH_ARGS.get(tool.name, ""))
+    if not isinstance(given, str) or not given or "\0" in given:
+        return None
+    path = Path(given).expanduser()
+    try:
+        return (path if path.is_absolute() else cwd / path).resolve()
+    except (OSError, RuntimeError):
+        return None
 
 
 def edits_inside(tool: Tool, args: Mapping[str, JsonValue], cwd: Path) -> bool:

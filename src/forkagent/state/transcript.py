@@ -26,6 +26,7 @@ from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from .._paths import state_dir as state_dir
 from ..errors import ForkagentError
 from ..events import (
     FINAL_STATUSES,
@@ -61,18 +62,6 @@ class _UnreadableLine(TranscriptError):
 
 
 # -- where files go ------------------------------------------------------------
-
-
-def state_dir() -> Path:
-    """Where forkagent keeps transcripts and the registry.
-
-    ``$FORKAGENT_HOME`` if set, else ``$XDG_STATE_HOME/forkagent``, else
-    ``~/.local/state/forkagent``.
-    """
-    if home := os.environ.get("FORKAGENT_HOME"):
-        return Path(home).expanduser()
-    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    return Path(base).expanduser() / "forkagent"
 
 
 class StateDirError(ForkagentError):

@@ -7,10 +7,13 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TypeVar
 
+from ._secrets import SECRET_DIRS, is_secret
+
 T = TypeVar("T")
+
 
 NOISE_DIRS = frozenset(
     {
@@ -137,7 +140,8 @@ def walk(
 ) -> Iterator[tuple[Path, str]]:
     """Files under ``root`` in name order, with their ``/``-separated path relative to it.
 
-    Skips ``NOISE_DIRS`` and directories ``skip_dir`` rejects, does not follow
+    Skips ``NOISE_DIRS``, directories ``skip_dir`` rejects and credential files
+    (``_secrets``: search and listing never show them), does not follow
     directory symlinks, and ends early once ``stop`` is set.
     """
     for dirpath, dirnames, filenames in os.walk(root):
@@ -147,12 +151,15 @@ def walk(
         dirnames[:] = sorted(
             d
             for d in dirnames
-            if d not in NOISE_DIRS and not (skip_dir is not None and skip_dir(prefix + d))
+            if d not in NOISE_DIRS
+            and d not in SECRET_DIRS
+            and not (skip_dir is not None and skip_dir(prefix + d))
         )
         for name in sorted(filenames):
             if stop.is_set():
                 return
-            yield here / name, prefix + name
+            if not is_secret(PurePath(name)):
+                yield here / name, prefix + name
 
 
 def mtime(path: Path) -> float:
