@@ -38,6 +38,7 @@ from .hooks import Hooks
 from .messages import JsonValue, Message, TextBlock, UserMessage, user
 from .models import Model, resolve_model
 from .permissions import PermissionPolicy
+from .permissions.record import recorded_trust, restored_policy
 from .pricing import cost
 from .requests import ModelSettings
 from .state.lease import Lease
@@ -368,7 +369,7 @@ class Session(Generic[OutputT]):
         # Before anything is written: a second process must not append to a live transcript.
         self._lease = None if agent.skip_transcript else Lease(root_id)
         try:
-            self.recorder = self._record(agent, root_id)
+            self.recorder = self._record(agent, root_id, trusted)
         except BaseException:
             if self._lease is not None:
                 self._lease.release()
@@ -383,10 +384,12 @@ class Session(Generic[OutputT]):
         self._turn: asyncio.Task[LoopOutcome] | None = None
         self._watchers: set[asyncio.Task[None]] = set()
 
-    def _record(self, agent: Agent[Any], root_id: str) -> Recorder:
+    def _record(self, agent: Agent[Any], root_id: str, trusted: bool) -> Recorder:
         """Start the transcripts and registry rows (sweeping a crashed run's rows first)."""
         registry = Registry() if agent.registry is None else agent.registry or None
-        recorder = Recorder(self._runtime.runs, root_id, registry, not agent.skip_transcript)
+        recorder = Recorder(
+            self._runtime.runs, root_id, registry, not agent.skip_transcript, trusted=trusted
+        )
         if (writes := recorder.registry_writes) is not None:
             writes.write(writes.registry.mark_lost)
         self._runtime.listeners.insert(0, recorder)
@@ -394,11 +397,16 @@ class Session(Generic[OutputT]):
         return recorder
 
     @classmethod
-    def resume(cls, agent: Agent[OutputT], transcript: Transcript | Path | str) -> Session[OutputT]:
+    def resume(
+        cls, agent: Agent[OutputT], transcript: Transcript | Path | str, *, loosen: bool = False
+    ) -> Session[OutputT]:
         """Continue a main agent from its transcript: same prompt, tools, settings, history.
 
         ``agent`` supplies what a transcript cannot hold (tool implementations,
-        listeners); its model and cwd are replaced by the transcript's.
+        listeners); its model and cwd are replaced by the transcript's. The
+        permission mode, tool filters, added directories and trust decision the
+        agent ran under are restored: ``agent.permissions`` may tighten them, and
+        loosens them only with ``loosen=True`` (else ``ConfigurationError``).
         """
         if not isinstance(transcript, Transcript):
             transcript = read_transcript(transcript)
@@ -408,7 +416,18 @@ class Session(Generic[OutputT]):
                 f"{header.agent_id} is a {header.kind} agent; resume its main agent "
                 f"({header.root_id}) instead"
             )
-        agent = replace(agent, model=header.model, cwd=header.cwd)
+        record = header.extra.get("permissions")
+        record = record if isinstance(record, dict) else None
+        trust = agent.trust_project
+        if trust is None and recorded_trust(record):
+            trust = True  # trusted for that run (--trust): the same run goes on
+        agent = replace(
+            agent,
+            model=header.model,
+            cwd=header.cwd,
+            permissions=restored_policy(record, agent.permissions, loosen=loosen),
+            trust_project=trust,
+        )
         return cls(agent, resume=transcript)
 
     def _seed_cache_monitor(self, transcript: Transcript) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
+from ..permissions.record import policy_record
 from ..pricing import cost
 from ..state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
 from ..state.transcript import TranscriptHeader, TranscriptWriter, transcript_path
@@ -24,6 +25,8 @@ class Recorder:
     root_id: str
     registry: Registry | None
     transcripts: bool = True
+    trusted: bool | None = None
+    """Whether the project's hooks could run: recorded so that a resume keeps the decision."""
     writers: dict[str, TranscriptWriter] = field(default_factory=dict)
     registry_writes: RegistryWriter | None = field(init=False, default=None)
 
@@ -48,7 +51,9 @@ class Recorder:
         if path is not None:
             writer = TranscriptWriter(path)
             if not writer.header_written:
-                writer.header(header_for(run, root_id=self.root_id, background=background))
+                header = header_for(run, root_id=self.root_id, background=background)
+                record = policy_record(run.policy, self.trusted)
+                writer.header(header.model_copy(update={"extra": {"permissions": record}}))
             self.writers[run.id] = writer
             writer.sync(run.messages)
             run.on_change = lambda changed: writer.sync(changed.messages)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -10,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from ..agent import RunResult, Session
+    from ..agent import Agent, RunResult, Session
 
 
 def resume_command(
@@ -24,9 +25,23 @@ def resume_command(
             "--compact", help="First summarise the conversation (through a fork) to free context."
         ),
     ] = False,
+    permission_mode: Annotated[
+        str | None,
+        typer.Option(
+            help="Tighten the mode the agent ran in (looser needs --loosen) [default: as recorded]",
+            show_default=False,
+        ),
+    ] = None,
+    loosen: Annotated[
+        bool,
+        typer.Option(help="Allow a looser mode, more directories or secrets than recorded."),
+    ] = False,
+    trust_flag: Annotated[
+        bool, typer.Option("--trust", help="Trust the repository for this run.")
+    ] = False,
 ) -> None:
     """Continue an agent from its transcript; its cached prefix is re-used as it was."""
-    from ..agent import Agent, Session
+    from ..agent import Session
     from ..errors import ForkagentError
     from ..state.registry import Registry
     from ._outcome import Interrupted, exit_code, resume_hint, run_until_signal
@@ -36,7 +51,9 @@ def resume_command(
         record = Registry().get(agent_id)
         if record.transcript is None:
             raise typer.BadParameter(f"{record.id} was run with skip_transcript; nothing to resume")
-        session = Session.resume(Agent(load_user_agents=True), record.transcript)
+        session = Session.resume(
+            _agent(record.transcript, permission_mode, trust_flag), record.transcript, loosen=loosen
+        )
         result = run_until_signal(lambda: _resume(session, prompt, compact))
     except ForkagentError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
@@ -50,6 +67,25 @@ def resume_command(
     hit = result.usage.cache_hit_ratio
     console.print(f"status: {result.status}; cache hit {'-' if hit is None else f'{hit:.0%}'}")
     raise typer.Exit(exit_code(result))
+
+
+def _agent(transcript: Path, permission_mode: str | None, trust_flag: bool) -> Agent:
+    """Asks on a terminal, refuses without one, as ``run`` does, in the recorded mode unless
+    told otherwise; ``Session.resume`` keeps the recorded filters, directories and trust."""
+    from ..agent import Agent
+    from ..permissions import PermissionPolicy
+    from ..permissions.prompt import terminal_handler
+    from ..state.transcript import read_transcript
+    from .run import permission_mode_named
+
+    record = read_transcript(transcript).header.extra.get("permissions")
+    recorded = record.get("mode") if isinstance(record, dict) else None
+    mode = permission_mode_named(permission_mode or str(recorded or "default"), as_json=False)
+    return Agent(
+        load_user_agents=True,
+        permissions=PermissionPolicy(mode=mode, handler=terminal_handler()),
+        trust_project=True if trust_flag else None,
+    )
 
 
 async def _resume(session: Session, prompt: str | None, compact: bool) -> RunResult:

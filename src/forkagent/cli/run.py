@@ -12,10 +12,12 @@ from rich.console import Console
 
 from .config import load_defaults
 from .errors import fail, warn
+from .trust import decide_trust
 
 if TYPE_CHECKING:
     from ..agent import Agent, RunResult
     from ..events import Event
+    from ..permissions import PermissionMode
     from .live import AgentBoard
 
 PERMISSION_ALIASES = {"acceptEdits": "accept_edits", "bypassPermissions": "bypass"}
@@ -69,6 +71,14 @@ def run_command(
             show_default=False,
         ),
     ] = None,
+    add_dir: Annotated[
+        list[Path] | None,
+        typer.Option(help="Another directory the agents may read (repeatable).", file_okay=False),
+    ] = None,
+    trust_flag: Annotated[
+        bool,
+        typer.Option("--trust", help="Trust this repository for this run: its own hooks may run."),
+    ] = False,
 ) -> None:
     """Run an agent on PROMPT, show its tree of sub-agents and stream its answer.
 
@@ -93,7 +103,7 @@ def run_command(
         agent = _agent(
             model or defaults.model,
             cwd,
-            _mode(permission_mode or defaults.permission_mode, as_json),
+            permission_mode_named(permission_mode or defaults.permission_mode, as_json),
             {
                 **defaults.limits,
                 **_given(max_turns=max_turns, max_tokens=max_tokens, max_cost=max_cost),
@@ -103,6 +113,8 @@ def run_command(
             allowed_tools=allowed_tools,
             listeners=[board, echo, refused],
             switch=switch,
+            add_dirs=tuple(add_dir or ()),
+            trusted=decide_trust(cwd, flag=trust_flag, interactive=sys.stdin.isatty()),
         )
         _say_what_answers(agent, as_json)
         result = run_until_signal(
@@ -156,6 +168,8 @@ def _agent(
     allowed_tools: str | None,
     listeners: list[Any],
     switch: Any,
+    add_dirs: tuple[Path, ...] = (),
+    trusted: bool | None = None,
 ) -> Agent:
     from .. import Limits
     from ..agent import Agent
@@ -171,7 +185,9 @@ def _agent(
     if system_prompt is not None:
         settings["system_prompt"] = system_prompt
     handler = terminal_handler(pause=switch.paused)
-    policy = PermissionPolicy(mode=cast(PermissionMode, mode), handler=handler, filter=tool_filter)
+    policy = PermissionPolicy(
+        mode=cast(PermissionMode, mode), handler=handler, filter=tool_filter, add_dirs=add_dirs
+    )
     return Agent(
         model=settings.pop("model", model),
         cwd=cwd,
@@ -180,6 +196,7 @@ def _agent(
         listeners=listeners,
         permissions=policy,
         load_user_agents=True,
+        trust_project=trusted,
         **settings,
     )
 
@@ -210,18 +227,19 @@ def _as_named(
     return settings, mode, tool_filter
 
 
-def _mode(given: str, as_json: bool) -> str:
-    from ..permissions import PermissionMode
+def permission_mode_named(given: str, as_json: bool) -> PermissionMode:
+    """A mode from the command line (Claude Code's spellings too); a bad one exits 2."""
+    from ..permissions import modes
 
     mode = PERMISSION_ALIASES.get(given, given)
-    valid = [m for m in get_args(PermissionMode) if m != "bubble"]
+    valid = [m for m in get_args(modes.PermissionMode) if m != "bubble"]
     if mode not in valid:
         fail(
             f"unknown permission mode {given!r}; use one of: {', '.join(valid)}",
             as_json=as_json,
             exit_code=2,
         )
-    return mode
+    return cast("PermissionMode", mode)
 
 
 def _given(**limits: float | None) -> dict[str, float]:

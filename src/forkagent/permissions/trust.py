@@ -93,8 +93,8 @@ def _read() -> dict[str, str]:
     path = trust_file()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
+    except (FileNotFoundError, NotADirectoryError):
+        return {}  # nothing decided (an unusable state directory is reported where it is used)
     except (OSError, ValueError) as exc:
         raise ConfigurationError(
             f"{path} cannot be read ({exc}); remove it and trust your directories again"
