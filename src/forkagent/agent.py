@@ -53,6 +53,7 @@ from .state.transcript import (
 from .tools.agent_tool import AgentTool
 from .tools.base import Tool, ToolLike, as_tool
 from .tools.builtin import builtin_tools
+from .tools.environment import DEFAULT_POLICY, EnvironmentPolicy
 from .usage import Usage
 
 if TYPE_CHECKING:
@@ -196,6 +197,9 @@ class Agent(Generic[OutputT]):
     """Python hooks; the project's settings file (``.forkagent/settings.json``) adds its own."""
     skip_transcript: bool = False
     """Write no transcript files (the registry still lists the agents)."""
+    env_policy: EnvironmentPolicy = DEFAULT_POLICY
+    """Which environment variables the Bash tool's commands see; removed values are masked
+    in tool output (provider keys and secret-looking names by default)."""
     trust_project: bool | None = None
     """Whether the project's own executables (settings hooks, agent files' hooks) may run:
     None asks ``forkagent.permissions.trust.is_trusted(cwd)``; True or False decides for
@@ -342,6 +346,7 @@ class Session(Generic[OutputT]):
             hooks=_session_hooks(agent, cwd, trusted),
             policy=agent.permissions,
             output_spec=output,
+            redact=agent.env_policy.redactor() or None,
         )
         if resume is not None:
             # The exact bytes it sent before, so the resumed agent still hits the cache.
@@ -880,7 +885,7 @@ def _session_hooks(agent: Agent[Any], cwd: Path, trusted: bool) -> Hooks | None:
 def _assemble_tools(
     agent: Agent[Any], options: RuntimeOptions, catalog: AgentCatalog
 ) -> tuple[Tool, ...]:
-    tools: list[Tool] = list(builtin_tools()) if agent.builtin_tools else []
+    tools: list[Tool] = list(builtin_tools(agent.env_policy)) if agent.builtin_tools else []
     tools += [as_tool(t) for t in agent.tools]
     if agent.subagents:
         tools.append(

@@ -144,6 +144,8 @@ class AgentRun:
     stream: bool = False
     """Stream replies and emit ``OutputDelta`` / ``ToolCallStarted`` events as they arrive."""
     keep_transcript: bool = True
+    redact: Callable[[str], str] | None = None
+    """Masks secrets in tool output (``EnvironmentPolicy.redactor``); children share it."""
     before_request: Callable[[AgentRun], Awaitable[None]] | None = None
     """Awaited before each request (the session compacts the main agent here)."""
     _by_name: dict[str, Tool] = field(default_factory=dict, repr=False)
@@ -458,6 +460,7 @@ async def call_tool(run: AgentRun, use: ToolUseBlock) -> ToolResultBlock:
     if context:
         extra = tuple(TextBlock(text=c) for c in context)
         result = result.model_copy(update={"content": result.content + extra})
+    result = _redacted(run, result)
     run.emit(ToolFinished(run.id, use.id, use.name, result.is_error, result.text[:200]))
     return result
 
@@ -541,6 +544,18 @@ def _as_blocks(output: ToolOutput) -> tuple[TextBlock | ImageBlock, ...]:
     if isinstance(output, str):
         return (TextBlock(text=output),)
     return tuple(output)
+
+
+def _redacted(run: AgentRun, result: ToolResultBlock) -> ToolResultBlock:
+    """The one place tool output enters the history: secrets removed from the shell's
+    environment are masked here, so neither the model nor any record sees them."""
+    redact = run.redact
+    if redact is None or not any(isinstance(b, TextBlock) for b in result.content):
+        return result
+    content = tuple(
+        TextBlock(text=redact(b.text)) if isinstance(b, TextBlock) else b for b in result.content
+    )
+    return result if content == result.content else result.model_copy(update={"content": content})
 
 
 def _error_result(tool_use_id: str, message: str) -> ToolResultBlock:

@@ -55,6 +55,7 @@ class NamedAgents:
             parent_id=parent.id,
             depth=parent.depth + 1,
             gates=parent.gates,
+            redact=parent.redact,
             hooks=_agent_hooks(parent, self._runnable_hooks(definition)),
             policy=_agent_policy(parent.policy, definition.permission_mode),
             timeout=parent.timeout,

@@ -382,6 +382,7 @@ class Runtime:
             is_fork=True,
             shared_prefix_end=forked.shared_prefix_end,
             gates=parent.gates,
+            redact=parent.redact,
             hooks=parent.hooks,
             policy=_child_policy(parent.policy, params),
             timeout=parent.timeout,

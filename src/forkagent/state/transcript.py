@@ -71,7 +71,10 @@ class StateDirError(ForkagentError):
 def make_state_dir(folder: Path) -> None:
     """Create a private folder of the state directory, or say how to fix what prevents it."""
     try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Each folder it creates is private, not only the last (``mkdir(parents=True)``
+        # would leave ``transcripts/`` readable by everyone).
+        for missing in reversed([f for f in (folder, *folder.parents) if not f.exists()]):
+            missing.mkdir(mode=0o700, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(13, "Permission denied")
     except OSError as exc:

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from ...errors import ToolError
 from ..base import ArgsTool, ToolContext, ToolOutput
+from ..environment import DEFAULT_POLICY, EnvironmentPolicy
 from ._common import ToolArgs
 
 MAX_TIMEOUT_MS = 600_000
@@ -46,10 +47,15 @@ class Bash(ArgsTool):
     Args = BashArgs
 
     def __init__(
-        self, *, max_output_bytes: int = 30_000, default_timeout_ms: int = 120_000
+        self,
+        *,
+        max_output_bytes: int = 30_000,
+        default_timeout_ms: int = 120_000,
+        env_policy: EnvironmentPolicy = DEFAULT_POLICY,
     ) -> None:
         self.max_output_bytes = max_output_bytes
         self.default_timeout_ms = default_timeout_ms
+        self.env_policy = env_policy
         self.description = (
             "Run a bash command in the working directory and return its stdout and stderr "
             "(interleaved) and exit code. Each call is a fresh shell with empty stdin. Timeout: "
@@ -64,7 +70,8 @@ class Bash(ArgsTool):
             raise ToolError(f"Cannot run the command: working directory {ctx.cwd} does not exist.")
         timeout_ms = args.timeout or self.default_timeout_ms
         output = _Output(self.max_output_bytes)
-        starting = asyncio.ensure_future(_start(args.command, ctx.cwd, output))
+        env = self.env_policy.environment()
+        starting = asyncio.ensure_future(_start(args.command, ctx.cwd, output, env))
         try:
             proc, transport, pipe = await asyncio.shield(starting)
         except asyncio.CancelledError:
@@ -127,7 +134,7 @@ class _Pipe(asyncio.Protocol):
 _Started: TypeAlias = "tuple[asyncio.subprocess.Process, asyncio.ReadTransport, _Pipe]"
 
 
-async def _start(command: str, cwd: Path, output: _Output) -> _Started:
+async def _start(command: str, cwd: Path, output: _Output, env: dict[str, str]) -> _Started:
     read_fd, write_fd = os.pipe()
     started = False
     try:
@@ -136,6 +143,7 @@ async def _start(command: str, cwd: Path, output: _Output) -> _Started:
             "-c",
             command,
             cwd=cwd,
+            env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=write_fd,
             stderr=write_fd,
