@@ -53,7 +53,7 @@ from ..models.base import (
     ThinkingDelta,
     ToolUseStarted,
 )
-from ..permissions import PermissionPolicy, is_read_only_command
+from ..permissions import PermissionPolicy
 from ..pricing import cost
 from ..requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
 from ..tools.base import Tool, ToolContext, ToolOutput
@@ -481,8 +481,14 @@ async def run_hooks(run: AgentRun, event: HookEvent, **fields: Any) -> HookOutco
             **fields,
         ),
         # Plan mode changes nothing, and a hook is no side door: only read-only commands run.
-        command_allowed=is_read_only_command if plan else None,
+        command_allowed=_read_only_command if plan else None,
     )
+
+
+def _read_only_command(command: str) -> bool:
+    from ..permissions import is_read_only_command  # tree-sitter loads only when needed
+
+    return is_read_only_command(command)
 
 
 async def _hook(

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import (
@@ -22,12 +24,12 @@ from ..errors import (
     ToolError,
 )
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, AgentStatus, Event
-from ..messages import JsonValue, TextBlock, user
+from ..messages import JsonValue, TextBlock, ToolUseBlock, user
 from ..models.base import Model
 from ..permissions import PermissionPolicy
 from ..permissions.filters import ToolFilter
 from ..requests import ModelRequest
-from ..state.worktrees import create_worktree, finish_worktree, worktree_notice
+from ..state.worktrees import Worktree, create_worktree, finish_worktree, worktree_notice
 from ..telemetry.monitor import CacheMonitor
 from .budget import Budget, Limits, require_price
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
@@ -37,6 +39,7 @@ from .loop import (
     AgentRun,
     LoopOutcome,
     Notification,
+    ToolGate,
     close_pending,
     run_hooks,
     run_loop,
@@ -128,6 +131,8 @@ class PreparedChild:
     isolation: Literal["worktree"] | None = None
     finish: Callable[[], Any] | None = None
     """Async callable returning ``(path, branch)`` of a kept worktree, or None."""
+    refused: list[str] = field(default_factory=list)
+    """Calls an isolated child aimed at the parent's checkout, refused and reported."""
 
 
 @dataclass(eq=False)
@@ -323,6 +328,7 @@ class Runtime:
         worktree = await create_worktree(parent.cwd, child.run.id)
         run = child.run
         run.cwd = worktree.map_path(parent.cwd)
+        run.gates = (*run.gates, confine_to(worktree, child.refused))
         _add_to_last_message(run, worktree_notice(worktree))
 
         async def finish() -> tuple[str, str] | None:
@@ -485,6 +491,7 @@ class Runtime:
             worktree_branch=worktree_branch,
             model=run.model.spec,
             value=run.output_value if run.output_ready else None,
+            outside_worktree=tuple(prepared.refused),
         )
         task.status, task.result = status, result
         self.emit(AgentFinished(run.id, status, result.output, error))
@@ -626,10 +633,47 @@ def _result_text(result: TaskResult) -> str:
             f"Its changes are kept in worktree {result.worktree_path} "
             f"on branch {result.worktree_branch}."
         )
+    if result.outside_worktree:
+        lines.append(
+            "Refused, aimed at your checkout outside its worktree: "
+            + "; ".join(result.outside_worktree)
+        )
     if result.error:
         lines.append(f"Error: {result.error}")
     lines.append(result.output or "(no output)")
     return "\n".join(lines)
+
+
+def confine_to(worktree: Worktree, refused: list[str]) -> ToolGate:
+    """A gate for an isolated child: no path of the parent's checkout outside its worktree.
+
+    File tools are judged by their path argument (symlinks resolved), Bash by any
+    absolute path of the checkout its command names; each refusal says where to work
+    instead and is listed in the child's result.
+    """
+    repo = str(worktree.repo)
+
+    def check(use: ToolUseBlock) -> str | None:
+        named = [
+            v for k, v in use.input.items() if k in ("file_path", "path") and isinstance(v, str)
+        ]
+        command = use.input.get("command")
+        if isinstance(command, str):
+            named += re.findall(rf"{re.escape(repo)}[^\s'\";|&)]*", command)
+        for value in named:
+            path = Path(value).expanduser()
+            if path.is_absolute() and worktree.escapes(path):
+                refused.append(f"{use.name} {value}")
+                return (
+                    f"{value} is in your parent's checkout; you work in your own worktree "
+                    f"{worktree.path}. Use {worktree.map_path(path)} instead."
+                )
+        return None
+
+    async def gate(run: AgentRun, use: ToolUseBlock) -> str | None:
+        return check(use)
+
+    return gate
 
 
 def _child_limits(defaults: Limits, params: ForkParams | None) -> Limits:

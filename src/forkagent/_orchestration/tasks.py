@@ -32,6 +32,8 @@ class TaskResult:
     """The ``provider:model`` the child ran on."""
     value: object = None
     """The validated structured answer of a child given an ``output_type``; else None."""
+    outside_worktree: tuple[str, ...] = ()
+    """Calls of an isolated child that named the parent's checkout, refused."""
 
     @property
     def cost(self) -> float | None:

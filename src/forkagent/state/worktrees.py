@@ -53,6 +53,11 @@ class Worktree:
     base_commit: str
     repo: Path
 
+    def escapes(self, path: Path) -> bool:
+        """A path of the parent's checkout outside this worktree: isolation would leak there."""
+        target = path.resolve()
+        return target.is_relative_to(self.repo) and not target.is_relative_to(self.path)
+
     def map_path(self, path: Path) -> Path:
         """The same place inside the worktree for a path of ``repo``; others unchanged."""
         try:
