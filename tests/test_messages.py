@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from forkagent.messages import (
     AssistantMessage,
     ImageBlock,
+    Message,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -130,7 +131,8 @@ def test_value_equality() -> None:
     assert a is not b
     assert a != assistant("x", ToolUseBlock(id="1", name="Read", input={"file_path": "b"}))
     assert user("x") != user("x", origin="fork")  # origin is part of the value
-    assert user("x") != assistant("x")
+    reply: Message = assistant("x")
+    assert user("x") != reply
 
 
 @pytest.mark.parametrize(
@@ -154,7 +156,7 @@ def test_assignment_raises(value: Any, field: str) -> None:
 def test_content_is_a_tuple() -> None:
     message = user("a", "b")
     assert isinstance(message.content, tuple)
-    assert isinstance(UserMessage(content=[TextBlock(text="a")]).content, tuple)  # type: ignore[arg-type]
+    assert isinstance(UserMessage(content=[TextBlock(text="a")]).content, tuple)
 
 
 def test_unknown_fields_and_block_types_are_rejected() -> None:
@@ -168,7 +170,7 @@ def test_unknown_fields_and_block_types_are_rejected() -> None:
 
 def test_pending_tool_uses() -> None:
     a, b = ToolUseBlock(id="a", name="x"), ToolUseBlock(id="b", name="x")
-    history = [user("go"), assistant("thinking", a, b)]
+    history: list[Message] = [user("go"), assistant("thinking", a, b)]
     assert pending_tool_uses(history) == (a, b)
     history.append(UserMessage(content=(tool_result("a", "done"),), origin="tool"))
     assert pending_tool_uses(history) == (b,)

@@ -115,7 +115,7 @@ async def test_invalid_arguments_raise_tool_error(
     ctx: ToolContext, args: dict[str, object], fragment: str
 ) -> None:
     with pytest.raises(ToolError, match="invalid arguments") as raised:
-        await lookup.call(args, ctx)  # type: ignore[arg-type]
+        await lookup.call(args, ctx)
     assert fragment in str(raised.value)
 
 
@@ -188,3 +188,51 @@ def test_tool_context_resolves_paths(tmp_path: Path) -> None:
     ctx = ToolContext(cwd=tmp_path)
     assert ctx.resolve("a/b.txt") == tmp_path / "a" / "b.txt"
     assert ctx.resolve("/etc/x") == Path("/etc/x")
+
+
+def run_mypy_strict(tmp_path: Path, program: str) -> tuple[str, int]:
+    from mypy import api
+
+    source = tmp_path / "user_program.py"
+    source.write_text(program)
+    out, err, status = api.run(
+        ["--strict", "--no-incremental", "--cache-dir=/dev/null", str(source)]
+    )
+    return out + err, status
+
+
+def test_a_decorated_function_keeps_its_type_for_a_users_mypy(tmp_path: Path) -> None:
+    program = """
+from forkagent import tool
+
+@tool
+def lookup(ticket: str, limit: int = 3) -> str:
+    '''Look a ticket up.'''
+    return ticket
+
+@tool(read_only=True)
+async def count(word: str) -> int:
+    '''Count.'''
+    return len(word)
+
+answer: str = lookup("T-7", limit=2)
+"""
+    report, status = run_mypy_strict(tmp_path, program)
+    assert status == 0, report
+    assert "Untyped decorator" not in report
+
+
+def test_a_wrong_call_of_a_decorated_function_is_reported(tmp_path: Path) -> None:
+    program = """
+from forkagent import tool
+
+@tool
+def lookup(ticket: str) -> str:
+    '''Look a ticket up.'''
+    return ticket
+
+lookup(7)
+"""
+    report, status = run_mypy_strict(tmp_path, program)
+    assert status == 1
+    assert 'incompatible type "int"; expected "str"' in report

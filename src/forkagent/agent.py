@@ -29,7 +29,7 @@ from ._orchestration.output import OutputSpec
 from ._orchestration.prompt import DEFAULT_SYSTEM_PROMPT, render_system_prompt
 from ._orchestration.recording import Recorder
 from ._orchestration.routing import ForkGate
-from ._orchestration.runtime import ForkParams, Runtime, RuntimeOptions, SpawnRequest
+from ._orchestration.runtime import ForkParams, Runtime, RuntimeOptions
 from ._orchestration.tasks import AgentTask, TaskResult
 from .agents import AgentCatalog, AgentDefinition
 from .errors import AgentLimitError, ConfigurationError, OutputError
@@ -54,6 +54,7 @@ from .tools.agent_tool import AgentTool
 from .tools.base import Tool, ToolLike, as_tool
 from .tools.builtin import builtin_tools
 from .tools.environment import DEFAULT_POLICY, EnvironmentPolicy
+from .tools.spawn import SpawnRequest
 from .usage import Usage
 
 if TYPE_CHECKING:

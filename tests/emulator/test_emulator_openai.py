@@ -362,7 +362,7 @@ async def test_rule_dashscope_cache_created_after_the_response_ends(server: Runn
     ) as client:
         stream = await client.chat.completions.create(
             model="qwen-plus", messages=messages, stream=True
-        )  # type: ignore[arg-type]
+        )
         await stream.__anext__()
         during = await client.chat.completions.create(model="qwen-plus", messages=messages)  # type: ignore[arg-type]
         async for _ in stream:

@@ -217,7 +217,7 @@ def test_scripted_replies_by_match_conversation_and_queue(
     alpha = claude.messages.create(
         **MESSAGES_BODY, extra_headers={"x-emulator-conversation": "alpha"}
     )
-    assert alpha.content[0].text == "for alpha"  # type: ignore[union-attr]
+    assert alpha.content[0].text == "for alpha"
     assert [create(claude).content[0].text for _ in range(3)] == [  # type: ignore[union-attr]
         "first global",
         "second global",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
 from forkagent.emulator import Emulator, Fault, RunningServer
@@ -39,11 +42,11 @@ from ._helpers import (
 MODEL = "claude-opus-4-1"
 
 
-def _marked(body: dict[str, object]) -> list[str]:
+def _marked(body: Mapping[str, Any]) -> list[str]:
     """Where the ``cache_control`` markers are, as ``system[1]``, ``messages[2][1]``..."""
-    found = [f"tools[{i}]" for i, t in enumerate(body.get("tools", [])) if "cache_control" in t]  # type: ignore[attr-defined]
-    found += [f"system[{i}]" for i, b in enumerate(body.get("system", [])) if "cache_control" in b]  # type: ignore[attr-defined]
-    for m, message in enumerate(body["messages"]):  # type: ignore[attr-defined]
+    found = [f"tools[{i}]" for i, t in enumerate(body.get("tools", [])) if "cache_control" in t]
+    found += [f"system[{i}]" for i, b in enumerate(body.get("system", [])) if "cache_control" in b]
+    for m, message in enumerate(body["messages"]):
         found += [
             f"messages[{m}][{b}]" for b, x in enumerate(message["content"]) if "cache_control" in x
         ]

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from forkagent import Agent, Session
+from forkagent.agent import DEFAULT_MODEL
 from forkagent.emulator import Emulator, RunningServer
 from forkagent.errors import ConfigurationError
 from forkagent.models import anthropic, gemini, known_providers, resolve_model
@@ -156,8 +157,8 @@ def test_a_spec_with_a_server_is_priced_as_its_model() -> None:
     assert price_for("gpt-4.1") is not None
 
 
-def plain_agent(cwd: Path, **fields: str) -> Agent:
-    return Agent(cwd=cwd, load_agent_files=False, builtin_tools=False, subagents=False, **fields)
+def plain_agent(cwd: Path, model: str = DEFAULT_MODEL) -> Agent:
+    return Agent(model=model, cwd=cwd, load_agent_files=False, builtin_tools=False, subagents=False)
 
 
 async def test_a_resumed_agent_calls_the_server_it_ran_on(

@@ -42,7 +42,7 @@ RENDERERS: dict[str, Render] = {
     "gemini": gemini.render_request,
 }
 
-text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12)
 json_value = st.recursive(
     st.none() | st.booleans() | st.integers(-9, 9) | text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),

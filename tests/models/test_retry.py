@@ -121,7 +121,7 @@ def _failing(error: Exception) -> Any:
     return call
 
 
-def _events(text: str) -> list[dict[str, Any]]:
+def _events(text: str) -> list[Mapping[str, Any] | Exception]:
     return [
         {"type": "message_start", "message": {"id": "m", "usage": {}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -11,7 +11,7 @@ from forkagent._orchestration.fork import is_fork_history
 from forkagent.events import AgentStarted, Event
 from forkagent.messages import AssistantMessage, Message, ToolResultBlock, UserMessage
 from forkagent.models import Model
-from forkagent.models.function import Reply
+from forkagent.models.function import Reply, ReplyFunction
 from forkagent.requests import ModelRequest
 from forkagent.testing import FunctionModel
 
@@ -40,14 +40,14 @@ def turn_of(request: ModelRequest) -> int:
 def tree_model(
     root: Sequence[Answer],
     *,
-    fork: Callable[[ModelRequest], Reply] = lambda r: "Scope: fork done.",
-    named: Callable[[ModelRequest], Reply] = lambda r: "named done",
+    fork: ReplyFunction = lambda r: "Scope: fork done.",
+    named: ReplyFunction = lambda r: "named done",
     name: str = "tree",
 ) -> FunctionModel:
     """One model for a whole tree: the root follows ``root`` turn by turn (then says
     "root done"); fork children answer with ``fork``, named agents with ``named``."""
 
-    def answer(request: ModelRequest) -> Reply:
+    def answer(request: ModelRequest) -> Reply | Awaitable[Reply]:
         if is_child(request):
             return fork(request)
         if not is_root(request):

@@ -65,7 +65,7 @@ async def _fork_one(
     events = Events()
     model = tree_model(
         [reply(tool_call("Agent", id="job", prompt="work", fork=True))], fork=child, name=name
-    )  # type: ignore[arg-type]
+    )
     agent = make_agent(
         model, tmp_path, subagents=True, tools=[step, slow], listeners=[events], **options
     )
@@ -146,7 +146,7 @@ async def test_max_seconds_stops_a_slow_child_promptly(tmp_path: Path) -> None:
     assert task.status == "timed_out"
     assert task.result.output == "started the slow part"
     assert_consistent(task.run.messages)
-    slow_call = task.run.messages[-2].tool_uses[0]  # type: ignore[union-attr]
+    slow_call = task.run.messages[-2].tool_uses[0]
     cut = results_by_id(task.run.messages)[slow_call.id]
     assert cut.is_error
     assert "timed_out" in results_by_id(result.messages)["job"].text

@@ -118,8 +118,8 @@ async def test_children_running_across_a_compaction_keep_their_history_and_repor
 
 async def test_the_recursion_guard_holds_in_a_compacted_fork_child() -> None:
     from forkagent._orchestration.compaction import compact
-    from forkagent._orchestration.runtime import SpawnRequest
     from forkagent.errors import ToolError
+    from forkagent.tools.spawn import SpawnRequest
 
     async with Agent(model=FunctionModel(lambda _: "ok"), builtin_tools=False).session() as session:
         await session.send("go")

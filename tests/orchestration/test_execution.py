@@ -80,7 +80,7 @@ async def test_a_background_notification_arrives_exactly_once(
             root_second_turn,  # type: ignore[list-item]
             root_third_turn,
         ],
-        fork=child,  # type: ignore[arg-type]
+        fork=child,
     )
 
     agent = make_agent(model, tmp_path, subagents=True, listeners=[events])
@@ -136,7 +136,7 @@ async def test_without_resume_the_notification_waits_for_the_next_turn(tmp_path:
             "ok",
             "seen",
         ],
-        fork=child,  # type: ignore[arg-type]
+        fork=child,
     )
     agent = make_agent(
         model,
@@ -177,7 +177,7 @@ async def test_a_report_read_mid_turn_does_not_wake_the_parent_again(tmp_path: P
         tool_call("Agent", prompt=name, fork=True, run_in_background=True)
         for name in ("fast", "slow")
     ]
-    model = tree_model([reply(*calls), second_turn, "Read the first report."], fork=child)  # type: ignore[list-item,arg-type]
+    model = tree_model([reply(*calls), second_turn, "Read the first report."], fork=child)
     result = await make_agent(model, tmp_path, subagents=True).run("go")
     root_requests = [r for r in model.requests if is_root(r)]
     assert [type(r.messages[-1]).__name__ for r in root_requests] == ["UserMessage"] * 4
@@ -199,7 +199,7 @@ async def test_run_in_background_alone_decides(
         args["fork"] = True
     if run_in_background is not None:
         args["run_in_background"] = run_in_background
-    model = tree_model([reply(tool_call("Agent", id="a", **args))])  # type: ignore[arg-type]
+    model = tree_model([reply(tool_call("Agent", id="a", **args))])
     async with make_agent(model, tmp_path, subagents=True, listeners=[events]).session() as session:
         first = await session.send("go")
         [started] = [e for e in events.started if e.parent_id is not None]
@@ -229,7 +229,7 @@ async def test_a_definitions_background_default_yields_to_the_call(
     args: dict[str, object] = {"prompt": "watch", "subagent_type": "watcher"}
     if run_in_background is not None:
         args["run_in_background"] = run_in_background
-    model = tree_model([reply(tool_call("Agent", id="a", **args))])  # type: ignore[arg-type]
+    model = tree_model([reply(tool_call("Agent", id="a", **args))])
     agent = make_agent(model, tmp_path, subagents=True, agents=[watcher], listeners=[events])
     async with agent.session() as session:
         await session.send("go")
@@ -305,7 +305,7 @@ async def test_a_sync_child_moved_to_the_background_repeats_nothing(
     # The same loop went on: each request extends the one before.
     for before, after in itertools.pairwise(child_requests):
         assert after.messages[: len(before.messages)] == before.messages
-    assert child_requests[0].messages[-1].content[-1].text.endswith("long job")  # type: ignore[union-attr]
+    assert child_requests[0].messages[-1].content[-1].text.endswith("long job")
     assert [e.agent_id for e in events.of(AgentMovedToBackground)] == [task_id]
     assert notifications(final.messages, task_id) == 1
     assert final.output == "Report read."
@@ -459,7 +459,7 @@ async def test_interrupting_the_parent_turn_spares_background_children(tmp_path:
         tool_call("Agent", id="bg", prompt="background", fork=True, run_in_background=True),
         tool_call("Agent", id="fg", prompt="foreground", fork=True),
     ]
-    model = tree_model([reply(*calls), "Back after the report."], fork=child)  # type: ignore[arg-type]
+    model = tree_model([reply(*calls), "Back after the report."], fork=child)
     async with make_agent(model, tmp_path, subagents=True, listeners=[events]).session() as session:
         turn = asyncio.create_task(session.send("go"))
         await _until(lambda: waiting == {"background", "foreground"})
@@ -540,7 +540,7 @@ async def test_cancelling_a_sync_child_by_id_lets_the_parent_go_on(tmp_path: Pat
 
     model = tree_model(
         [reply(tool_call("Agent", id="a", prompt="hang", fork=True)), "Moving on."], fork=child
-    )  # type: ignore[arg-type]
+    )
     async with make_agent(model, tmp_path, subagents=True, listeners=[events]).session() as session:
         turn = asyncio.create_task(session.send("go"))
         await asyncio.wait_for(in_flight.wait(), 5)
@@ -617,7 +617,7 @@ async def test_waiting_on_a_handle_can_be_abandoned_without_cancelling_the_child
         await release.wait()
         return "Scope: done"
 
-    model = tree_model(["Hello."], fork=child)  # type: ignore[arg-type]
+    model = tree_model(["Hello."], fork=child)
     async with make_agent(model, tmp_path).session() as session:
         await session.send("hi")
         [handle] = await session.fork(["x"], background=True)
@@ -646,7 +646,7 @@ async def test_a_childs_hung_model_request_is_a_failure_not_a_budget(tmp_path: P
         await asyncio.sleep(3600)
         return "never"
 
-    model = tree_model([reply(tool_call("Agent", id="a", prompt="x", fork=True))], fork=hang)  # type: ignore[arg-type]
+    model = tree_model([reply(tool_call("Agent", id="a", prompt="x", fork=True))], fork=hang)
     async with asyncio.timeout(5):
         result = await make_agent(model, tmp_path, subagents=True, request_timeout=0.05).run("go")
     text = results_by_id(result.messages)["a"].text

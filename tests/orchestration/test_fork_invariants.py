@@ -15,6 +15,7 @@ recording model actually received.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -271,7 +272,7 @@ def _wires() -> tuple[list[Wire], list[str]]:
             found.append(
                 Wire(
                     f"openai/{dialect.provider}",
-                    lambda r, d=dialect: openai.render_request(r, d),
+                    functools.partial(openai.render_request, dialect=dialect),
                     "messages",
                     lambda b: b["messages"][-1]["content"],
                 )

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from forkagent._orchestration.fork import FORK_RULES, FORK_TAG
-from forkagent._orchestration.runtime import RuntimeOptions, SpawnRequest
+from forkagent._orchestration.runtime import RuntimeOptions
 from forkagent.errors import AgentLimitError, AgentSpawnError, ToolError
 from forkagent.events import ToolFinished
 from forkagent.hooks import HookInput, Hooks
 from forkagent.messages import ToolUseBlock
 from forkagent.requests import ModelRequest
 from forkagent.testing import reply, tool_call
+from forkagent.tools.spawn import SpawnRequest
 
 from ._support import Events, is_child, make_agent, results_by_id, tree_model, turn_of
 
@@ -34,7 +35,7 @@ SPAWN_KINDS: list[dict[str, object]] = [
 def _attempts(turn: int, per_turn: int) -> list[ToolUseBlock]:
     kinds = itertools.cycle(SPAWN_KINDS)
     return [
-        tool_call("Agent", id=f"spawn-{turn}-{i}", prompt=f"help {turn}.{i}", **next(kinds))  # type: ignore[arg-type]
+        tool_call("Agent", id=f"spawn-{turn}-{i}", prompt=f"help {turn}.{i}", **next(kinds))
         for i in range(per_turn)
     ]
 
@@ -48,7 +49,7 @@ async def test_a_fork_child_that_tries_100_spawns_starts_nothing(tmp_path: Path)
 
     model = tree_model(
         [reply(tool_call("Agent", id="root-fork", prompt="do the work", fork=True))], fork=child
-    )  # type: ignore[arg-type]
+    )
     agent = make_agent(model, tmp_path, subagents=True, listeners=[events])
     async with agent.session() as session:
         result = await session.send("go", wait_for_background=True)

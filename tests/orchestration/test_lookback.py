@@ -46,7 +46,10 @@ def _fork_policy(children: int) -> Policy:
 
 
 def _first_usage(events: Events, agent_id: str) -> Usage:
-    return next(e.response.usage for e in events.of(ResponseReceived) if e.agent_id == agent_id)
+    usage: Usage = next(
+        e.response.usage for e in events.of(ResponseReceived) if e.agent_id == agent_id
+    )
+    return usage
 
 
 @pytest.mark.parametrize(("model", "children"), [("claude-sonnet-4-6", 16), ("qwen-plus", 22)])

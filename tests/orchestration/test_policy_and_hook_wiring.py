@@ -84,7 +84,12 @@ def test_subagent_start_hook_can_refuse_a_child_and_stop_hook_sees_its_result(
         lambda i: HookOutcome(blocked=True, reason="no explorers today"),
         matcher="Explore",
     )
-    hooks.add("SubagentStop", lambda i: stopped.append(i) or HookOutcome())
+
+    def on_stop(hook_input: HookInput) -> HookOutcome:
+        stopped.append(hook_input)
+        return HookOutcome()
+
+    hooks.add("SubagentStop", on_stop)
     model = ScriptedModel(
         [
             reply(

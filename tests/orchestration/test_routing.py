@@ -132,8 +132,8 @@ async def test_the_fork_field_exists_only_where_forking_is_available(
 def test_agent_tool_schema_trimming_is_fixed_at_construction() -> None:
     with_fork = AgentTool(fork_available=True)
     without = AgentTool(fork_available=False)
-    assert "fork" in with_fork.input_schema["properties"]  # type: ignore[operator]
-    assert "fork" not in without.input_schema["properties"]  # type: ignore[operator]
+    assert "fork" in with_fork.input_schema["properties"]
+    assert "fork" not in without.input_schema["properties"]
     assert with_fork.input_schema["required"] == ["prompt"]
     assert with_fork.spec() == AgentTool(fork_available=True).spec()  # same bytes every time
 

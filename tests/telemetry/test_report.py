@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from forkagent.cli import app
 from forkagent.demo import FAST_LATENCY, DemoReport, run_demo
-from forkagent.messages import AssistantMessage, TextBlock, UserMessage
+from forkagent.messages import AssistantMessage, Message, TextBlock, UserMessage
 from forkagent.state import TranscriptHeader, TranscriptWriter, read_tree, transcript_path
 from forkagent.telemetry.report import render_html, replay_comparison, run_view
 from forkagent.usage import Usage
@@ -160,7 +160,7 @@ def write_large_run(base: Path, children: int) -> Path:
             )
         )
         writer.usage(Usage(cache_write_5m_tokens=5_000, output_tokens=10, requests=1), turn=1)
-        history = [
+        history: list[Message] = [
             UserMessage(content=(TextBlock(text="split the work"),)),
             AssistantMessage(content=(TextBlock(text="forking"),)),
             UserMessage(content=tuple(TextBlock(text=note) for note in notes)),

@@ -135,8 +135,6 @@ async def test_a_cancel_while_bash_is_starting_still_kills_its_group(
     tmp_path: Path, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The spawn has happened, ``_start`` has not returned: the moment a cancel used to leak."""
-    from forkagent.tools.builtin import bash as bash_module
-
     spawned: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     hold = asyncio.Event()
     real_spawn = asyncio.create_subprocess_exec
@@ -147,7 +145,7 @@ async def test_a_cancel_while_bash_is_starting_still_kills_its_group(
         await hold.wait()  # bash exists, and the start is still in progress
         return proc
 
-    monkeypatch.setattr(bash_module.asyncio, "create_subprocess_exec", spawn_then_hold)
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn_then_hold)
     task = asyncio.create_task(Bash().call({"command": "sleep 100"}, ctx))
     pid = await spawned
     task.cancel()

@@ -12,9 +12,10 @@ from ..models import resolve_model
 from ..permissions import PermissionMode, PermissionPolicy
 from ..requests import ModelSettings
 from ..tools.base import Tool
+from ..tools.spawn import SpawnRequest
 from .loop import AgentRun
 from .prompt import render_system_prompt
-from .runtime import PreparedChild, Runtime, SpawnRequest
+from .runtime import PreparedChild, Runtime
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from ..permissions.filters import ToolFilter
 from ..requests import ModelRequest
 from ..state.worktrees import Worktree, create_worktree, finish_worktree, worktree_notice
 from ..telemetry.monitor import CacheMonitor
+from ..tools.spawn import SpawnRequest
 from .budget import Budget, Limits, require_price
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
 from .fanout import FanoutMode, ForkFamily
@@ -78,17 +79,6 @@ class RuntimeOptions:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ConfigurationError(f"RuntimeOptions.{name} is {value}: give 0 or more")
-
-
-@dataclass(frozen=True, slots=True)
-class SpawnRequest:
-    prompt: str
-    description: str = ""
-    subagent_type: str | None = None
-    fork: bool | None = None
-    run_in_background: bool | None = None
-    model: str | None = None
-    isolation: Literal["worktree"] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ToolError
 from ..messages import JsonValue
 from .base import ArgsTool, ToolContext, ToolOutput
+from .spawn import SpawnRequest
 
 
 class AgentArgs(BaseModel):
@@ -86,10 +87,8 @@ class AgentTool(ArgsTool):
         return schema
 
     async def run(self, args: AgentArgs, ctx: ToolContext) -> ToolOutput:
-        from .._orchestration.runtime import Runtime, SpawnRequest
-
         runtime = ctx.runtime
-        if not isinstance(runtime, Runtime):
+        if runtime is None or ctx.agent_id not in runtime.runs:
             raise ToolError("the Agent tool only works inside a forkagent run")
         return await runtime.spawn(
             runtime.runs[ctx.agent_id],

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias, get_args, get_type_hints
+from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar, get_args, get_type_hints, overload
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -16,6 +16,10 @@ from pydantic_core import to_json
 from ..errors import ToolError
 from ..messages import ImageBlock, JsonValue, TextBlock
 from ..requests import ToolSpec
+from .spawn import AgentRuntime
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 ToolOutput: TypeAlias = str | Sequence[TextBlock | ImageBlock]
 
@@ -27,8 +31,8 @@ class ToolContext:
     cwd: Path
     agent_id: str = "main"
     tool_use_id: str = ""
-    runtime: Any = None
-    """The orchestration handle; the Agent tool spawns children through it."""
+    runtime: AgentRuntime | None = None
+    """The runtime running the call; the Agent tool starts children through it."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def resolve(self, path: str) -> Path:
@@ -102,12 +106,16 @@ def clean_schema(schema: dict[str, Any]) -> dict[str, JsonValue]:
     return out
 
 
-class FunctionTool(Tool):
-    """A tool made from a plain (sync or async) function by ``@tool``."""
+class FunctionTool(Tool, Generic[P, R]):
+    """A tool made from a plain (sync or async) function by ``@tool``.
+
+    It stays callable as the function it wraps, with the same signature for a
+    type checker, so decorated functions can still be called (and tested) directly.
+    """
 
     def __init__(
         self,
-        function: Callable[..., Any],
+        function: Callable[P, R],
         *,
         name: str | None = None,
         description: str | None = None,
@@ -124,12 +132,17 @@ class FunctionTool(Tool):
     def input_schema(self) -> dict[str, JsonValue]:
         return clean_schema(self._args.model_json_schema())
 
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.function(*args, **kwargs)
+
     async def call(self, args: dict[str, JsonValue], ctx: ToolContext) -> ToolOutput:
         parsed = validate_args(self._args, args)
         kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         if self._takes_ctx:
             kwargs["ctx"] = ctx
-        result = self.function(**kwargs)
+        # By keyword, from validated arguments: beyond what a ParamSpec can express.
+        untyped: Callable[..., Any] = self.function
+        result = untyped(**kwargs)
         if inspect.isawaitable(result):
             result = await result
         return _as_output(result)
@@ -179,20 +192,31 @@ def _field(default: Any, description: str | None) -> Any:
     return Field(default, description=description) if description else Field(default)
 
 
+@overload
+def tool(function: Callable[P, R], /) -> FunctionTool[P, R]: ...
+
+
+@overload
 def tool(
-    function: Callable[..., Any] | None = None,
+    *, name: str | None = None, description: str | None = None, read_only: bool = False
+) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+
+
+def tool(
+    function: Callable[P, R] | None = None,
     *,
     name: str | None = None,
     description: str | None = None,
     read_only: bool = False,
-) -> Any:
+) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a tool from a function: schema from type hints, description from the docstring.
 
     A parameter annotated ``ToolContext`` receives the call context and is not
     shown to the model. Use bare (``@tool``) or with options (``@tool(read_only=True)``).
+    The result keeps the function's type: ``mypy --strict`` sees its signature.
     """
 
-    def wrap(fn: Callable[..., Any]) -> FunctionTool:
+    def wrap(fn: Callable[P, R]) -> FunctionTool[P, R]:
         return FunctionTool(fn, name=name, description=description, read_only=read_only)
 
     return wrap(function) if function is not None else wrap
