@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -17,7 +17,7 @@ from forkagent.testing import FunctionModel
 
 ROOT_PROMPT = "You are the root agent of a forkagent test."
 
-Answer: TypeAlias = Reply | Callable[[ModelRequest], Reply]
+Answer: TypeAlias = Reply | ReplyFunction
 
 
 def make_agent(model: Model, cwd: Path, **options: Any) -> Agent:

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from forkagent import Agent, ConfigurationError, RuntimeOptions
+from forkagent import Agent, AgentTask, ConfigurationError, RunResult, RuntimeOptions, TaskResult
 from forkagent._orchestration.budget import Limits
 from forkagent.agents import AgentDefinition
 from forkagent.messages import AssistantMessage
 from forkagent.models import ModelResponse
+from forkagent.models.function import ReplyFunction
 from forkagent.pricing import cost
 from forkagent.requests import ModelRequest
-from forkagent.testing import reply, tool_call
+from forkagent.testing import FunctionModel, reply, tool_call
 from forkagent.tools import tool
 from forkagent.usage import Usage
 
@@ -46,7 +48,7 @@ async def slow() -> str:
     return "finally"
 
 
-def endless(tokens: int = 100, *, own_turns: int = 0) -> object:
+def endless(tokens: int = 100, *, own_turns: int = 0) -> ReplyFunction:
     """A child that works step after step, saying which step it is on, never finishing."""
 
     def child(request: ModelRequest) -> ModelResponse:
@@ -59,9 +61,14 @@ def endless(tokens: int = 100, *, own_turns: int = 0) -> object:
     return child
 
 
+def finished(task: AgentTask) -> TaskResult:
+    assert task.result is not None, f"{task.id} has not finished"
+    return task.result
+
+
 async def _fork_one(
-    tmp_path: Path, *, child: object, name: str = "tree", **options: object
-) -> tuple:
+    tmp_path: Path, *, child: ReplyFunction, name: str = "tree", **options: Any
+) -> tuple[RunResult, AgentTask, FunctionModel]:
     events = Events()
     model = tree_model(
         [reply(tool_call("Agent", id="job", prompt="work", fork=True))], fork=child, name=name
@@ -80,9 +87,9 @@ async def test_max_turns_ends_the_child_with_its_partial_result(tmp_path: Path) 
         tmp_path, child=endless(own_turns=1), child_limits=Limits(max_turns=3)
     )
     assert task.status == "budget_exceeded"
-    assert task.result.turns == 3
-    assert task.result.output == "working on step 3"
-    assert "3 turns" in (task.result.error or "")
+    assert finished(task).turns == 3
+    assert finished(task).output == "working on step 3"
+    assert "3 turns" in (finished(task).error or "")
     assert len([r for r in model.requests if is_child(r)]) == 3
     assert_consistent(task.run.messages)
     report = results_by_id(result.messages)["job"].text
@@ -93,7 +100,7 @@ async def test_max_turns_ends_the_child_with_its_partial_result(tmp_path: Path) 
 async def test_a_named_agents_turn_limit(tmp_path: Path) -> None:
     model = tree_model(
         [reply(tool_call("Agent", id="job", prompt="work"))],
-        named=endless(),  # type: ignore[arg-type]
+        named=endless(),
     )
     agent = make_agent(
         model, tmp_path, subagents=True, tools=[step], child_limits=Limits(max_turns=2)
@@ -102,7 +109,7 @@ async def test_a_named_agents_turn_limit(tmp_path: Path) -> None:
         await session.send("go")
         [task] = session._runtime.tasks.values()
     assert task.kind == "named"
-    assert (task.status, task.result.turns, task.result.output) == (
+    assert (task.status, finished(task).turns, finished(task).output) == (
         "budget_exceeded",
         2,
         "working on step 2",
@@ -114,10 +121,10 @@ async def test_max_tokens(tmp_path: Path) -> None:
         tmp_path, child=endless(tokens=100, own_turns=1), child_limits=Limits(max_tokens=250)
     )
     assert task.status == "budget_exceeded"
-    assert task.result.turns == 3  # 0, 100, 200 were under the cap; 300 is not
-    assert task.result.usage.total_tokens == 300
-    assert "250" in (task.result.error or "")
-    assert task.result.output == "working on step 3"
+    assert finished(task).turns == 3  # 0, 100, 200 were under the cap; 300 is not
+    assert finished(task).usage.total_tokens == 300
+    assert "250" in (finished(task).error or "")
+    assert finished(task).output == "working on step 3"
 
 
 async def test_max_cost_with_a_priced_model(tmp_path: Path) -> None:
@@ -130,9 +137,9 @@ async def test_max_cost_with_a_priced_model(tmp_path: Path) -> None:
         child_limits=Limits(max_cost=0.5),
     )
     assert task.status == "budget_exceeded"
-    assert task.result.turns == 2  # $0.30 spent is under $0.50; $0.60 is not
-    assert "$0.5" in (task.result.error or "")
-    assert task.result.output == "working on step 2"
+    assert finished(task).turns == 2  # $0.30 spent is under $0.50; $0.60 is not
+    assert "$0.5" in (finished(task).error or "")
+    assert finished(task).output == "working on step 2"
 
 
 async def test_max_seconds_stops_a_slow_child_promptly(tmp_path: Path) -> None:
@@ -144,16 +151,18 @@ async def test_max_seconds_stops_a_slow_child_promptly(tmp_path: Path) -> None:
             tmp_path, child=child, child_limits=Limits(max_seconds=0.2)
         )
     assert task.status == "timed_out"
-    assert task.result.output == "started the slow part"
+    assert finished(task).output == "started the slow part"
     assert_consistent(task.run.messages)
-    slow_call = task.run.messages[-2].tool_uses[0]
+    asked = task.run.messages[-2]
+    assert isinstance(asked, AssistantMessage)
+    slow_call = asked.tool_uses[0]
     cut = results_by_id(task.run.messages)[slow_call.id]
     assert cut.is_error
     assert "timed_out" in results_by_id(result.messages)["job"].text
 
 
 async def test_main_agent_limits(tmp_path: Path) -> None:
-    model = tree_model([endless()] * 10)  # type: ignore[list-item]
+    model = tree_model([endless()] * 10)
     result = await make_agent(model, tmp_path, tools=[step], limits=Limits(max_turns=2)).run("go")
     assert result.status == "budget_exceeded"
     assert result.output == "working on step 2"
@@ -175,7 +184,7 @@ async def test_a_tree_token_budget_is_shared_by_the_children(tmp_path: Path) -> 
     events = Events()
     calls = [tool_call("Agent", id=f"c{i}", prompt=f"part {i}", fork=True) for i in range(3)]
     root = ModelResponse(message=reply(*calls), usage=Usage(input_tokens=100, requests=1))
-    model = tree_model([root], fork=endless(tokens=100, own_turns=1))  # type: ignore[arg-type]
+    model = tree_model([root], fork=endless(tokens=100, own_turns=1))
     agent = make_agent(
         model,
         tmp_path,
@@ -189,7 +198,8 @@ async def test_a_tree_token_budget_is_shared_by_the_children(tmp_path: Path) -> 
         tasks = list(session._runtime.tasks.values())
         tree_tokens = session._runtime.tree_budget.tokens
     assert {t.status for t in tasks} == {"budget_exceeded"}
-    child_turns = [t.result.turns for t in tasks]
+    child_turns = [t.result.turns for t in tasks if t.result is not None]
+    assert len(child_turns) == len(tasks)
     # Alone, each child could have run 10 turns; together they shared 9 after the root's one.
     assert 9 <= sum(child_turns) <= 9 + 2  # a check passed by three concurrent children
     assert all(turns >= 1 for turns in child_turns)
@@ -212,7 +222,8 @@ async def test_a_tree_turn_budget_is_shared_by_the_children(tmp_path: Path) -> N
     async with agent.session() as session:
         result = await session.send("go")
         tasks = list(session._runtime.tasks.values())
-    total = 1 + sum(t.result.turns for t in tasks)
+    total = 1 + sum(t.result.turns for t in tasks if t.result is not None)
+    assert all(t.result is not None for t in tasks)
     assert total <= 6 + 1  # one concurrent overshoot at most
     assert {t.status for t in tasks} == {"budget_exceeded"}
     assert result.status == "budget_exceeded"

@@ -296,7 +296,8 @@ async def test_a_sync_child_moved_to_the_background_repeats_nothing(
         release.set()
         await session.idle()
         final = session.result()
-    assert task.status == "completed"
+    ended: str = task.status  # a fresh read: the child ran on since the check above
+    assert ended == "completed"
     assert task.result is not None
     assert task.result.output == "Scope: finished after two steps."
     child_requests = [r for r in model.requests if is_child(r)]
@@ -305,7 +306,9 @@ async def test_a_sync_child_moved_to_the_background_repeats_nothing(
     # The same loop went on: each request extends the one before.
     for before, after in itertools.pairwise(child_requests):
         assert after.messages[: len(before.messages)] == before.messages
-    assert child_requests[0].messages[-1].content[-1].text.endswith("long job")
+    directive = child_requests[0].messages[-1].content[-1]
+    assert isinstance(directive, TextBlock)
+    assert directive.text.endswith("long job")
     assert [e.agent_id for e in events.of(AgentMovedToBackground)] == [task_id]
     assert notifications(final.messages, task_id) == 1
     assert final.output == "Report read."
@@ -360,7 +363,7 @@ async def test_cancel_one_task_by_id(tmp_path: Path) -> None:
     )
     async with agent.session() as session:
         await session.send("go")
-        await _until(lambda: sleeping)
+        await _until(lambda: bool(sleeping))
         sleepy_id, steady_id = started_children(events)
         session.cancel(sleepy_id)
         await asyncio.wait_for(session.task(sleepy_id).wait(), 5)

@@ -107,7 +107,9 @@ def test_pending_tool_calls_get_placeholders_then_rules_then_directive(style: Hi
         )
     assert isinstance(last, UserMessage)
     assert last.origin == "fork"
-    assert [p.tool_use_id for p in placeholders] == ["a", "b", "c"]  # every pending call, in order
+    assert all(isinstance(p, ToolResultBlock) for p in placeholders)
+    ids = [p.tool_use_id for p in placeholders if isinstance(p, ToolResultBlock)]
+    assert ids == ["a", "b", "c"]  # every pending call, in order
     for p in placeholders:
         assert isinstance(p, ToolResultBlock)
         assert p.text == FORK_PLACEHOLDER
@@ -140,6 +142,7 @@ def test_trailing_user_message_keeps_its_blocks_first(style: HistoryStyle) -> No
         TextBlock(text=FORK_RULES),
         TextBlock(text=directive_text("part one")),
     )
+    assert isinstance(last, UserMessage)
     assert last.origin == "fork"
 
 

@@ -14,6 +14,7 @@ from forkagent.errors import AgentLimitError, AgentSpawnError, ToolError
 from forkagent.events import ToolFinished
 from forkagent.hooks import HookInput, Hooks
 from forkagent.messages import ToolUseBlock
+from forkagent.models.function import Reply
 from forkagent.requests import ModelRequest
 from forkagent.testing import reply, tool_call
 from forkagent.tools.spawn import SpawnRequest
@@ -43,7 +44,7 @@ def _attempts(turn: int, per_turn: int) -> list[ToolUseBlock]:
 async def test_a_fork_child_that_tries_100_spawns_starts_nothing(tmp_path: Path) -> None:
     events = Events()
 
-    def child(request: ModelRequest) -> object:
+    def child(request: ModelRequest) -> Reply:
         turn = turn_of(request) - 1  # the parent's messages are in the child's history too
         return reply("Delegating.", *_attempts(turn, 25)) if turn < 4 else "Scope: did it myself."
 

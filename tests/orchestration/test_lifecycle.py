@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from forkagent import Session
 from forkagent._orchestration.budget import Limits
 from forkagent._orchestration.runtime import RuntimeOptions
 from forkagent.errors import ConfigurationError, ModelError, ProviderError
-from forkagent.events import NOTIFICATION_TAG, AgentFinished, RequestSent
+from forkagent.events import NOTIFICATION_TAG, AgentFinished, Event, RequestSent
 from forkagent.hooks import HookInput, HookOutcome, Hooks
 from forkagent.messages import AssistantMessage, TextBlock, ToolResultBlock, UserMessage, user
 from forkagent.models.base import ModelResponse
@@ -35,6 +36,16 @@ from forkagent.testing import FunctionModel, ScriptedModel, reply, tool_call
 from forkagent.usage import Usage
 
 from ._support import Events, is_child, is_root, make_agent
+
+
+def on(kind: type[Event], flag: asyncio.Event) -> Callable[[Event], None]:
+    """A listener that sets ``flag`` at the first event of ``kind``."""
+
+    def listener(event: Event) -> None:
+        if isinstance(event, kind):
+            flag.set()
+
+    return listener
 
 
 def _final_records(agent_id: str) -> tuple[str | None, str]:
@@ -79,7 +90,7 @@ async def test_an_interrupted_run_is_recorded_interrupted_with_how_to_resume(
     agent = make_agent(
         FunctionModel(_never),
         tmp_path,
-        listeners=[events, lambda e: isinstance(e, RequestSent) and sent.set()],
+        listeners=[events, on(RequestSent, sent)],
     )
 
     run = asyncio.create_task(agent.run("go"))
@@ -102,7 +113,7 @@ async def test_a_stop_request_stops_the_main_agent(tmp_path: Path) -> None:
     agent = make_agent(
         FunctionModel(_never),
         tmp_path,
-        listeners=[events, lambda e: isinstance(e, RequestSent) and sent.set()],
+        listeners=[events, on(RequestSent, sent)],
     )
     run = asyncio.create_task(agent.run("go"))
     await sent.wait()
@@ -176,7 +187,7 @@ def test_negative_limits_are_refused(field: str) -> None:
 @pytest.mark.parametrize("field", ["max_depth", "max_agents", "auto_background_after"])
 def test_negative_runtime_options_are_refused(field: str) -> None:
     with pytest.raises(ConfigurationError, match=f"{field} is -1"):
-        RuntimeOptions(**{field: -1})
+        RuntimeOptions(**{field: -1})  # type: ignore[arg-type]  # each field, by name
 
 
 # -- 8. hooks around children ----------------------------------------------------------
@@ -349,7 +360,7 @@ async def test_a_resumed_agent_is_told_of_background_children_whose_reports_neve
     told = result.messages[2]  # the next turn starts with them, then the model answers
     assert isinstance(told, UserMessage)
     assert isinstance(result.messages[3], AssistantMessage)
-    lost, ended = (b.text for b in told.content)
+    lost, ended = (b.text for b in told.content if isinstance(b, TextBlock))
     assert "task: fork-1-abc\nstatus: lost" in lost
     assert "task: fork-2-def\nstatus: completed" in ended
     assert "the schema is fine" in ended
