@@ -38,6 +38,7 @@ class RunningServer:
             log_level=log_level,
             access_log=False,
             lifespan="off",
+            ws="none",  # no websocket route: and no import of whichever websockets is installed
             timeout_graceful_shutdown=1,
         )
         self._server = uvicorn.Server(config)
