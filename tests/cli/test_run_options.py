@@ -191,3 +191,24 @@ def test_a_result_shows_itself_in_a_notebook() -> None:
     shown = result._repr_markdown_()
     assert shown.startswith("**completed**")
     assert "| agent | kind |" in shown
+
+
+def test_ps_shows_start_times_and_a_tree_and_stop_and_resume_speak_json(tmp_path: Path) -> None:
+    from forkagent.emulator import Emulator, Reply, ToolCall, use_emulator
+
+    emulator = Emulator()
+    fork = ToolCall("Agent", {"prompt": "check it", "fork": True})
+    emulator.script(Reply(tool_calls=(fork,)), "done", agent="main")
+    with use_emulator(emulator):
+        args = ["--model", "emulator:claude-sonnet-4-6", "--cwd", str(tmp_path), "--json"]
+        main = json.loads(runner.invoke(app, ["run", "go", *args]).stdout)["agents"][0]["id"]
+        resumed = runner.invoke(app, ["resume", main, "and again", "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads(resumed.stdout)["status"] == "completed"
+    listing = runner.invoke(app, ["ps", "--tree"]).stdout
+    lines = [line for line in listing.splitlines() if "fork-" in line or main in line]
+    assert lines[0].startswith(main)
+    assert any(line.startswith("  fork-") for line in lines)  # the child, indented under it
+    assert "STARTED" in listing
+    stopped = json.loads(runner.invoke(app, ["stop", main, "--json"]).stdout)
+    assert stopped == {"agent": main, "outcome": "already_finished", "status": "completed"}

@@ -126,7 +126,7 @@ def test_ps_table_says_unknown_for_an_unknown_cost(app: typer.Typer, registry: R
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split() == [
-        "ID", "PARENT", "KIND", "STATUS", "TURNS", "TOKENS", "CACHE", "COST", "TIME", "LABEL"
+        "ID", "STARTED", "PARENT", "KIND", "STATUS", "TURNS", "TOKENS", "CACHE", "COST", "TIME", "LABEL"
     ]  # fmt: skip
     by_id = {line.split()[0]: line for line in lines[1:]}
     assert "unknown" in by_id["named-2-cc"]

@@ -42,7 +42,9 @@ def serve_command(
     emulator = Emulator(latency=Latency(ttft, tokens_per_second), require_key=require_key)
     typer.echo(how_to_point(f"http://{host}:{port}"))
     # access_log: one line per request (method, path, status) as it is answered
-    uvicorn.run(build_app(emulator), host=host, port=port, log_level="info", lifespan="off", ws="none")
+    uvicorn.run(
+        build_app(emulator), host=host, port=port, log_level="info", lifespan="off", ws="none"
+    )
 
 
 def how_to_point(url: str) -> str:

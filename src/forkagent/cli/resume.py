@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -39,6 +40,7 @@ def resume_command(
     trust_flag: Annotated[
         bool, typer.Option("--trust", help="Trust the repository for this run.")
     ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Continue an agent from its transcript; its cached prefix is re-used as it was."""
     from ..agent import Session
@@ -63,6 +65,19 @@ def resume_command(
             f"interrupted by {exc}; {resume_hint(record.id)}", markup=False, soft_wrap=True
         )
         raise typer.Exit(exc.exit_code) from None
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "status": result.status,
+                    "output": result.output,
+                    "error": result.error,
+                    "agents": [a.to_dict() for a in result.agents],
+                },
+                indent=2,
+            )
+        )
+        raise typer.Exit(exit_code(result))
     console.print(result.output, markup=False, highlight=False)
     hit = result.usage.cache_hit_ratio
     console.print(f"status: {result.status}; cache hit {'-' if hit is None else f'{hit:.0%}'}")

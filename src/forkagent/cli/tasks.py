@@ -73,26 +73,37 @@ def register(app: typer.Typer) -> None:
 # -- ps ------------------------------------------------------------------------
 
 
+KEEP_DAYS = 30
+"""``ps`` forgets the rows of agents that ended longer ago than this (transcripts stay)."""
+
+
 def ps(
     as_json: JsonOption = False,
     show_all: Annotated[
         bool, typer.Option("--all", "-a", help="Every agent, not only the 50 latest.")
     ] = False,
+    tree: Annotated[
+        bool, typer.Option("--tree", help="Children under their parents, indented.")
+    ] = False,
     registry: RegistryOption = None,
 ) -> None:
-    """Running and recent agents: status, turns, tokens, cache hits and cost."""
+    """Running and recent agents: start, status, turns, tokens, cache hits, cost, label."""
     with user_errors():
         store = Registry(registry)
         store.mark_lost()
+        store.forget_finished(KEEP_DAYS)
         limit = None if show_all else 50
         records = store.list(limit=limit)
+        if tree:
+            records = _as_tree(records)
     if as_json:
         typer.echo(json.dumps([r.to_json() for r in records], indent=2))
         return
     if not records:
         typer.echo(f"No agents in {store.path}.")
         return
-    rows = [_ps_row(r) for r in records]
+    depth = _depths(records) if tree else {}
+    rows = [_ps_row(r, depth.get(r.id, 0)) for r in records]
     if sys.stdout.isatty():
         _print_table(rows)
     else:
@@ -138,8 +149,39 @@ def prune(registry: RegistryOption = None) -> None:
             typer.echo(f"removed {worktree.path} and branch {worktree.branch}")
 
 
+def _as_tree(records: Sequence[AgentRecord]) -> tuple[AgentRecord, ...]:
+    """Each agent followed by its children (depth first), roots in the order given."""
+    ids = {r.id for r in records}
+    children: dict[str | None, list[AgentRecord]] = {}
+    for record in sorted(records, key=lambda r: r.started_at):
+        parent = record.parent_id if record.parent_id in ids else None
+        children.setdefault(parent, []).append(record)
+    out: list[AgentRecord] = []
+
+    def visit(record: AgentRecord) -> None:
+        out.append(record)
+        for child in children.get(record.id, []):
+            visit(child)
+
+    for root in (r for r in records if r.parent_id not in ids):
+        visit(root)
+    return tuple(out)
+
+
+def _depths(records: Sequence[AgentRecord]) -> dict[str, int]:
+    parents = {r.id: r.parent_id for r in records}
+    depth: dict[str, int] = {}
+    for record in records:
+        d, parent = 0, record.parent_id
+        while parent in parents and d < 50:
+            d, parent = d + 1, parents[parent]
+        depth[record.id] = d
+    return depth
+
+
 _PS_COLUMNS = (
     "ID",
+    "STARTED",
     "PARENT",
     "KIND",
     "STATUS",
@@ -152,7 +194,7 @@ _PS_COLUMNS = (
 )
 
 
-def _ps_row(record: AgentRecord) -> tuple[str, ...]:
+def _ps_row(record: AgentRecord, depth: int = 0) -> tuple[str, ...]:
     status: str = record.status
     if record.background:
         status += " (bg)"
@@ -161,7 +203,8 @@ def _ps_row(record: AgentRecord) -> tuple[str, ...]:
     ratio = record.cache_hit_ratio
     end = record.ended_at or time.time()
     return (
-        record.id,
+        "  " * depth + record.id,
+        time.strftime("%m-%d %H:%M:%S", time.localtime(record.started_at)),
         record.parent_id or "-",
         record.kind,
         status,
@@ -375,12 +418,18 @@ def _describe_status(entry: StatusEntry) -> list[str]:
 
 def stop(
     agent: Annotated[str, typer.Argument(help="Agent id, or the start of one.")],
+    as_json: JsonOption = False,
     registry: RegistryOption = None,
 ) -> None:
     """Ask an agent's process to stop it (it checks about every half second)."""
     with user_errors():
         result = Registry(registry).request_stop(agent)
     record = result.record
+    if as_json:
+        typer.echo(
+            json.dumps({"agent": record.id, "outcome": result.outcome, "status": record.status})
+        )
+        return
     if result.outcome == "requested":
         typer.echo(
             f"Asked process {record.pid} on {record.host} to stop agent {record.id}; "

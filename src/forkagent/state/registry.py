@@ -359,6 +359,20 @@ class Registry:
                 return
             await asyncio.sleep(interval)
 
+    def forget_finished(self, older_than_days: float) -> int:
+        """Delete the rows of agents that ended more than ``older_than_days`` ago.
+
+        Their transcripts stay; ``logs`` and ``explain`` still read them by path.
+        """
+        cutoff = time.time() - older_than_days * 86_400
+        with self._connection() as db:
+            deleted = db.execute(
+                "DELETE FROM agents WHERE status != 'running' AND ended_at IS NOT NULL "
+                "AND ended_at < ?",
+                (cutoff,),
+            ).rowcount
+        return int(deleted)
+
     def mark_lost(self) -> tuple[AgentRecord, ...]:
         """Mark ``lost`` the running agents whose process on this host has ended."""
         with self._connection() as db:
