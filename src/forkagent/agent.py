@@ -35,6 +35,7 @@ from .agents import AgentCatalog, AgentDefinition
 from .errors import AgentLimitError, ConfigurationError, OutputError
 from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
 from .hooks import Hooks
+from .mcp import McpConnection, McpServer, load_project_servers, start_servers
 from .messages import JsonValue, Message, TextBlock, UserMessage, user
 from .models import Model, resolve_model
 from .permissions import PermissionPolicy
@@ -201,6 +202,9 @@ class Agent(Generic[OutputT]):
     env_policy: EnvironmentPolicy = DEFAULT_POLICY
     """Which environment variables the Bash tool's commands see; removed values are masked
     in tool output (provider keys and secret-looking names by default)."""
+    mcp_servers: Sequence[McpServer] = ()
+    """MCP servers whose tools the agents get (``mcp__<server>__<tool>``); the project's
+    ``.mcp.json`` adds its servers when the directory is trusted."""
     trust_project: bool | None = None
     """Whether the project's own executables (settings hooks, agent files' hooks) may run:
     None asks ``forkagent.permissions.trust.is_trusted(cwd)``; True or False decides for
@@ -321,6 +325,12 @@ class Session(Generic[OutputT]):
         tools = _assemble_tools(agent, options, catalog)
         trusted = agent.project_trusted(cwd)
         named = NamedAgents(catalog, tools, untrusted_dir=None if trusted else cwd)
+        self._named = named
+        self._mcp_servers = [
+            *agent.mcp_servers,
+            *(load_project_servers(cwd, trusted=trusted) if agent.load_agent_files else ()),
+        ]
+        self._mcp: list[McpConnection] | None = None
         self._runtime = Runtime(
             options=options,
             tree_budget=Budget(agent.tree_limits),
@@ -458,6 +468,7 @@ class Session(Generic[OutputT]):
     async def proceed(self) -> RunResult[OutputT]:
         """Run the main agent from where its history stands (after a resume)."""
         async with self._lock:
+            await self._start_mcp()
             close_pending(self.root)
             awaits_answer = self.root.messages and isinstance(self.root.messages[-1], UserMessage)
             if awaits_answer or self.root.inbox:
@@ -481,6 +492,7 @@ class Session(Generic[OutputT]):
         runs the turns their notifications start.
         """
         async with self._lock:
+            await self._start_mcp()
             self.root.output_ready, self.root.output_failures = False, 0
             self.root.append(user(prompt))
             await self._turns(wait_for_background)
@@ -488,6 +500,17 @@ class Session(Generic[OutputT]):
             await self._compact_if_due(self.root)
             self._start_after_turn_forks()
         return self.result()
+
+    async def _start_mcp(self) -> None:
+        """Start the MCP servers once, before the first request, and give their tools to
+        the main agent and the named agents (forks share the main agent's)."""
+        if self._mcp is not None or not self._mcp_servers:
+            return
+        self._mcp = await start_servers(self._mcp_servers)
+        mcp_tools = [t for connection in self._mcp for t in connection.tools]
+        self.root.add_tools(mcp_tools)
+        named = replace(self._named, available_tools=(*self._named.available_tools, *mcp_tools))
+        self._runtime.named_builder = named.build
 
     async def compact(self) -> CompactionResult:
         """Summarise the conversation now, through a fork that reads it from the cache,
@@ -704,6 +727,7 @@ class Session(Generic[OutputT]):
             self._finish()
         await asyncio.to_thread(self.recorder.close)  # waits for the queued registry writes
         await self._runtime.close_models()
+        await asyncio.gather(*(connection.close() for connection in self._mcp or ()))
         if self._lease is not None:
             self._lease.release()
 

@@ -164,6 +164,15 @@ class AgentRun:
     def tool(self, name: str) -> Tool | None:
         return self._by_name.get(name)
 
+    def add_tools(self, tools: Sequence[Tool]) -> None:
+        """Tools that arrive after the run was made (MCP servers start with the session):
+        callable at once; their specs join the tool array unless it already has them (a
+        resumed agent's recorded array), so the bytes sent stay what they were."""
+        self.tools = (*self.tools, *tools)
+        self._by_name.update((t.name, t) for t in tools)
+        sent = {spec.name for spec in self.tool_specs}
+        self.tool_specs = (*self.tool_specs, *(t.spec() for t in tools if t.name not in sent))
+
     @property
     def output(self) -> str:
         """The last assistant text of its own: what the agent reports.

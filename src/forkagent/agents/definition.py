@@ -7,6 +7,7 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..hooks import CommandHook, parse_hook_config
+from ..permissions.filters import tool_named
 
 PermissionMode: TypeAlias = Literal["default", "accept_edits", "plan", "bypass", "bubble"]
 Isolation: TypeAlias = Literal["worktree"]
@@ -93,9 +94,10 @@ class AgentDefinition(BaseModel):
         return parse_hook_config(value, for_agent=True) if isinstance(value, dict) else value
 
     def allows_tool(self, name: str) -> bool:
+        """Listed by name, or as ``mcp__<server>__*`` (every tool of that MCP server)."""
         name = canonical_tool_name(name)
-        listed = self.tools is None or name in self.tools
-        return listed and name not in self.disallowed_tools
+        listed = self.tools is None or tool_named(name, self.tools)
+        return listed and not tool_named(name, self.disallowed_tools)
 
     @property
     def can_spawn_agents(self) -> bool:

@@ -21,6 +21,7 @@ from typing import Literal, TypeAlias
 
 from ..errors import ConfigurationError
 from ..models import known_providers, split_base_url
+from ..permissions.filters import tool_named
 from ..tools.base import Tool
 from .definition import INHERIT, AgentDefinition
 
@@ -144,5 +145,5 @@ def assemble_tool_pool(definition: AgentDefinition, available: Sequence[Tool]) -
 
 
 def _unknown_names(listed: Iterable[str], available: Sequence[Tool]) -> list[str]:
-    names = {t.name for t in available}
-    return [n for n in listed if n not in names]
+    names = [t.name for t in available]
+    return [n for n in listed if not any(tool_named(name, (n,)) for name in names)]

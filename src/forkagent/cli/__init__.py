@@ -62,6 +62,10 @@ from .emulator import app as _emulator_app  # noqa: E402
 
 app.add_typer(_emulator_app, name="emulator")
 
+from .mcp import app as _mcp_app  # noqa: E402
+
+app.add_typer(_mcp_app, name="mcp")
+
 
 def main() -> None:
     app()

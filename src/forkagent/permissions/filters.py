@@ -58,7 +58,7 @@ class AllowTools:
         self.names = frozenset(names)
 
     def check(self, tool_name: str, args: Mapping[str, JsonValue]) -> FilterDecision:
-        if tool_name in self.names:
+        if tool_named(tool_name, self.names):
             return FilterDecision.allow()
         allowed = ", ".join(sorted(self.names)) or "none"
         return FilterDecision.deny(
@@ -73,7 +73,7 @@ class DenyTools:
         self.names = frozenset(names)
 
     def check(self, tool_name: str, args: Mapping[str, JsonValue]) -> FilterDecision:
-        if tool_name in self.names:
+        if tool_named(tool_name, self.names):
             return FilterDecision.deny(
                 f"`{tool_name}` is not available to this agent; use the other tools"
             )
@@ -213,6 +213,13 @@ def _shell_decision(tool_name: str, args: Mapping[str, JsonValue], allowed: str)
     if verdict.read_only:
         return FilterDecision.allow()
     return FilterDecision.deny(f"this command is not read-only: {verdict.reason}. {allowed}")
+
+
+def tool_named(tool_name: str, names: Iterable[str]) -> bool:
+    """Exactly, or through an ``mcp__<server>__*`` entry (every tool of that MCP server)."""
+    return any(
+        n == tool_name or (n.endswith("__*") and tool_name.startswith(n[:-1])) for n in names
+    )
 
 
 def _names(names: Iterable[str]) -> str:

@@ -1,0 +1,205 @@
+"""MCP servers as tools, on the official ``mcp`` SDK (the ``mcp`` extra).
+
+Each server runs once per session in a task of its own, which owns the SDK
+client's context (its cancel scopes must open and close in one task) and
+ends the server process when the session closes, fails or is cancelled. Its
+tools are ``mcp__<server>__<tool>`` with the server's JSON schema passed
+through unchanged, sorted by name so that a server listing them in another
+order cannot move a cached prefix. A fork shares its parent's tool objects,
+and so the connection: no second process per fork.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ConfigurationError, ToolError
+from ..messages import ImageBlock, JsonValue, TextBlock
+from ..tools.base import Tool, ToolContext, ToolOutput
+from .config import McpServer
+
+MAX_RESULT_CHARS = 100_000
+"""A larger text result is cut, with a note saying so."""
+
+
+class McpConnection:
+    """One running server and the tools it offered when it started."""
+
+    def __init__(self, server: McpServer) -> None:
+        self.server = server
+        self.tools: list[McpTool] = []
+        self._client: Any = None
+        self._ready: asyncio.Future[None] | None = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> list[McpTool]:
+        """Start the server, initialize, list its tools; ``ConfigurationError`` if it cannot."""
+        self._ready = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._serve(), name=f"mcp:{self.server.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), self.server.timeout)
+        except Exception as exc:
+            await self.close()
+            raise ConfigurationError(
+                f"MCP server {self.server.name!r} did not start: {_describe(exc)}"
+            ) from None
+        return self.tools
+
+    async def _serve(self) -> None:
+        assert self._ready is not None
+        try:
+            from mcp import Client
+
+            async with Client(_transport(self.server)) as client:
+                self._client = client
+                listed = await _all_tools(client)
+                self.tools = [McpTool(self, tool) for tool in sorted(listed, key=lambda t: t.name)]
+                self._ready.set_result(None)
+                await self._stop.wait()
+        except ImportError as exc:
+            _fail(
+                self._ready,
+                ConfigurationError("MCP needs the mcp package: pip install 'forkagent[mcp]'"),
+            )
+            del exc
+        except BaseException as exc:  # the server died, or never started
+            _fail(self._ready, exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self._client = None
+
+    async def call(self, tool: str, arguments: dict[str, JsonValue]) -> Any:
+        if self._client is None:
+            raise ToolError(
+                f"MCP server {self.server.name!r} is not running (it stopped or crashed)"
+            )
+        return await asyncio.wait_for(self._client.call_tool(tool, arguments), self.server.timeout)
+
+    async def close(self) -> None:
+        """End the server (its process too, for a stdio server) and wait until it has."""
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, 10)
+
+
+class McpTool(Tool):
+    """One tool of one server, as the model sees it: ``mcp__<server>__<tool>``."""
+
+    def __init__(self, connection: McpConnection, tool: Any) -> None:
+        self.connection = connection
+        self.remote_name = str(tool.name)
+        self.name = f"mcp__{connection.server.name}__{self.remote_name}"
+        self.description = tool.description or self.remote_name
+        self._schema: dict[str, JsonValue] = dict(tool.input_schema)
+        hint = tool.annotations.read_only_hint if tool.annotations is not None else None
+        # A server's own claim counts only when the user trusts the server.
+        self.read_only = bool(hint) and connection.server.trusted
+
+    @property
+    def input_schema(self) -> dict[str, JsonValue]:
+        return self._schema
+
+    async def call(self, args: dict[str, JsonValue], ctx: ToolContext) -> ToolOutput:
+        server = self.connection.server.name
+        try:
+            result = await self.connection.call(self.remote_name, args)
+        except ToolError:
+            raise
+        except TimeoutError:
+            raise ToolError(
+                f"MCP server {server!r}: {self.remote_name} took longer than "
+                f"{self.connection.server.timeout:g}s"
+            ) from None
+        except Exception as exc:
+            raise ToolError(f"MCP server {server!r} failed: {_describe(exc)}") from None
+        blocks = _blocks(result)
+        if getattr(result, "is_error", False):
+            text = "".join(b.text for b in blocks if isinstance(b, TextBlock)) or "no details"
+            raise ToolError(f"MCP server {server!r}: {text}")
+        return blocks or "(no output)"
+
+
+async def start_servers(servers: Sequence[McpServer]) -> list[McpConnection]:
+    """Start every server once (servers with the same key share one); all or nothing."""
+    connections: dict[tuple[object, ...], McpConnection] = {}
+    try:
+        for server in servers:
+            if server.key not in connections:
+                connection = McpConnection(server)
+                connections[server.key] = connection
+                await connection.start()
+    except BaseException:
+        await asyncio.gather(*(c.close() for c in connections.values()))
+        raise
+    return list(connections.values())
+
+
+def _transport(server: McpServer) -> Any:
+    if server.command is not None:
+        from mcp import StdioServerParameters
+
+        return StdioServerParameters(
+            command=server.command, args=list(server.args), env=dict(server.env) or None
+        )
+    assert server.url is not None
+    if not server.headers:
+        return server.url
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    client = httpx2.AsyncClient(headers=dict(server.headers))
+    return streamable_http_client(server.url, http_client=client)
+
+
+async def _all_tools(client: Any) -> list[Any]:
+    """Every page of ``tools/list``."""
+    tools: list[Any] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def _blocks(result: Any) -> list[TextBlock | ImageBlock]:
+    blocks: list[TextBlock | ImageBlock] = []
+    for item in result.content:
+        kind = getattr(item, "type", None)
+        if kind == "text":
+            blocks.append(TextBlock(text=_cut(item.text)))
+        elif kind == "image":
+            blocks.append(ImageBlock(media_type=item.mime_type, data=item.data))
+        else:
+            blocks.append(TextBlock(text=_cut(item.model_dump_json(exclude_none=True))))
+    if not blocks and result.structured_content is not None:
+        blocks.append(TextBlock(text=_cut(json.dumps(result.structured_content, sort_keys=True))))
+    return blocks
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_RESULT_CHARS:
+        return text
+    return (
+        text[:MAX_RESULT_CHARS] + f"\n[... cut: the result had {len(text):,} characters; the first "
+        f"{MAX_RESULT_CHARS:,} are shown]"
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _fail(ready: asyncio.Future[None], exc: BaseException) -> None:
+    if not ready.done():
+        ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))

@@ -1,0 +1,40 @@
+"""A small MCP server (stdio) for the tests: the shop's order book.
+
+It writes its pid to ``$ORDER_BOOK_PIDS`` (one line per start) so tests can count
+server processes and check that none outlives the run.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+
+server = MCPServer("orders")
+ORDERS = {"A-1": "2 shelves, paid", "A-2": "1 lamp, awaiting payment"}
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def find_order(order_id: str) -> str:
+    """Look an order up by its id."""
+    return ORDERS.get(order_id, f"no order {order_id}")
+
+
+@server.tool()
+def cancel_order(order_id: str) -> str:
+    """Cancel an order."""
+    raise ValueError(f"order {order_id} has shipped and cannot be cancelled")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def big_report() -> str:
+    """Everything, at length."""
+    return "x" * 150_000
+
+
+if __name__ == "__main__":
+    if pids := os.environ.get("ORDER_BOOK_PIDS"):
+        with open(pids, "a") as out:
+            out.write(f"{os.getpid()}\n")
+    server.run()

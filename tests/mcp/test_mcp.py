@@ -1,0 +1,198 @@
+"""MCP servers from .mcp.json: real stdio servers, shared by forks, gated by trust."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from forkagent import Agent
+from forkagent.cli import app
+from forkagent.emulator import Emulator, Reply, ToolCall, use_emulator
+from forkagent.events import RequestSent
+from forkagent.mcp import McpServer
+from forkagent.messages import ToolResultBlock, UserMessage
+from forkagent.requests import ModelRequest
+
+pytest.importorskip("mcp")
+
+SERVER = Path(__file__).with_name("order_book_server.py")
+MODEL = "emulator:claude-sonnet-4-6"
+
+
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    root.mkdir()
+    config = {
+        "mcpServers": {
+            "orders": {
+                "command": sys.executable,
+                "args": [str(SERVER)],
+                "env": {"ORDER_BOOK_PIDS": "${ORDER_BOOK_PIDS}"},
+            }
+        }
+    }
+    (root / ".mcp.json").write_text(json.dumps(config))
+    return root
+
+
+@pytest.fixture
+def pids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "pids"
+    monkeypatch.setenv("ORDER_BOOK_PIDS", str(path))
+    return path
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def gone(pid: int) -> bool:
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+def read_pids(path: Path) -> list[int]:
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def tool_results(requests: list[ModelRequest]) -> dict[str, ToolResultBlock]:
+    found: dict[str, ToolResultBlock] = {}
+    for request in requests:
+        for message in request.messages:
+            if isinstance(message, UserMessage):
+                found.update((b.tool_use_id, b) for b in message.tool_results)
+    return found
+
+
+async def test_a_fork_shares_the_parents_mcp_tools_connection_and_cache(
+    tmp_path: Path, pids: Path
+) -> None:
+    root = project(tmp_path)
+    emulator = Emulator()
+    look = ToolCall("mcp__orders__find_order", {"order_id": "A-1"}, id="look")
+    fork = ToolCall("Agent", {"prompt": "check order A-2", "fork": True}, id="fork")
+    emulator.script(Reply(tool_calls=(look,)), Reply(tool_calls=(fork,)), "done", agent="main")
+    child_look = ToolCall("mcp__orders__find_order", {"order_id": "A-2"}, id="child-look")
+    emulator.script(Reply(tool_calls=(child_look,)), "Scope: A-2 awaits payment.", agent="fork")
+    sent: list[RequestSent] = []
+    with use_emulator(emulator):
+        agent = Agent(
+            model=MODEL,
+            cwd=root,
+            trust_project=True,
+            system_prompt="Shop. " * 600,
+            listeners=[lambda e: sent.append(e) if isinstance(e, RequestSent) else None],
+        )
+        result = await agent.run("look at the orders")
+    assert result.status == "completed"
+    fork_agent = next(a for a in result.agents if a.kind == "fork")
+    assert fork_agent.usage.cache_read_tokens > 0  # the shared prefix, MCP tools included
+    arrays = {json.dumps([t.model_dump() for t in e.request.tools], sort_keys=True) for e in sent}
+    assert len(arrays) == 1  # one byte-identical tool array for every agent
+    assert {e.agent_id for e in sent} >= {fork_agent.id}
+    names = [t.name for t in sent[0].request.tools if t.name.startswith("mcp__")]
+    assert names == [
+        "mcp__orders__big_report",
+        "mcp__orders__cancel_order",
+        "mcp__orders__find_order",
+    ]
+    results = tool_results([e.request for e in sent])
+    assert results["look"].text == "2 shelves, paid"
+    assert results["child-look"].text == "1 lamp, awaiting payment"
+    [pid] = read_pids(pids)  # one server for parent and fork
+    assert gone(pid)  # and none left after the run
+
+
+async def test_results_errors_and_oversized_output(tmp_path: Path, pids: Path) -> None:
+    root = project(tmp_path)
+    emulator = Emulator()
+    calls = (
+        ToolCall("mcp__orders__find_order", {"order_id": "A-2"}, id="a"),
+        ToolCall("mcp__orders__cancel_order", {"order_id": "A-1"}, id="b"),
+        ToolCall("mcp__orders__big_report", {}, id="c"),
+    )
+    emulator.script(Reply(tool_calls=calls), "noted", agent="main")
+    model_requests: list[ModelRequest] = []
+    with use_emulator(emulator):
+        agent = Agent(model=MODEL, cwd=root, trust_project=True, subagents=False)
+        async with agent.session() as session:
+            result = await session.send("check")
+            model_requests.append(session.root.build_request())
+    assert result.status == "completed"
+    results = tool_results(model_requests)
+    assert results["a"].text == "1 lamp, awaiting payment"
+    assert results["b"].is_error
+    assert "MCP server 'orders'" in results["b"].text
+    assert "cut: the result had 150,000 characters" in results["c"].text
+
+
+async def test_an_untrusted_projects_servers_do_not_start(
+    tmp_path: Path, pids: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = project(tmp_path)
+    with use_emulator(Emulator()):
+        result = await Agent(model=MODEL, cwd=root).run("hello")
+    assert result.status == "completed"
+    assert read_pids(pids) == []  # nothing was started
+    assert ".mcp.json" in caplog.text
+
+
+async def test_servers_given_in_code_and_a_crash_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    broken = McpServer("broken", command=sys.executable, args=("-c", "raise SystemExit(3)"))
+    from forkagent import ConfigurationError
+
+    with (
+        pytest.raises(ConfigurationError, match="MCP server 'broken' did not start"),
+        use_emulator(Emulator()),
+    ):
+        await Agent(model=MODEL, cwd=tmp_path, mcp_servers=[broken]).run("hi")
+
+
+def test_mcp_list_shows_servers_and_tools(tmp_path: Path, pids: Path) -> None:
+    root = project(tmp_path)
+    runner = CliRunner()
+    untrusted = runner.invoke(app, ["mcp", "list", "--cwd", str(root)])
+    assert "not started: directory not trusted" in untrusted.stdout
+    trusted = runner.invoke(app, ["mcp", "list", "--cwd", str(root), "--trust", "--json"])
+    [server] = json.loads(trusted.stdout)["servers"]
+    assert server["state"] == "starts"
+    assert "mcp__orders__find_order" in server["tools"]
+    assert read_pids(pids)
+    assert all(gone(pid) for pid in read_pids(pids))
+
+
+def test_config_expands_variables_and_rejects_bad_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    from forkagent import ConfigurationError
+    from forkagent.mcp import parse_servers
+
+    monkeypatch.setenv("DOCS_TOKEN", "t0k")
+    [http] = parse_servers(
+        {
+            "docs": {
+                "type": "http",
+                "url": "https://x/mcp",
+                "headers": {"A": "Bearer ${DOCS_TOKEN}"},
+            }
+        },
+        source="test",
+    )
+    assert http.headers == {"A": "Bearer t0k"}
+    [stdio] = parse_servers({"s": {"command": "run", "args": ["${MISSING:-dflt}"]}}, source="t")
+    assert stdio.args == ("dflt",)
+    with pytest.raises(ConfigurationError, match="server 'x': a stdio server needs a command"):
+        parse_servers({"x": {"args": []}}, source="t")
+    with pytest.raises(ConfigurationError, match=r"\$\{NOPE\} is not set"):
+        parse_servers({"x": {"command": "${NOPE}"}}, source="t")
+    assert os.environ["DOCS_TOKEN"] == "t0k"
