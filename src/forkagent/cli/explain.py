@@ -20,7 +20,9 @@ from .tasks import UNREADABLE, JsonOption, RegistryOption, locate_transcript, us
 
 
 def explain_command(
-    agent: Annotated[str, typer.Argument(help="Agent id (or its start), or a transcript file.")],
+    agent: Annotated[
+        str, typer.Argument(metavar="ID", help="Agent id (or its start), or a transcript file.")
+    ],
     tree: Annotated[
         bool, typer.Option("--tree", help="The agent and every agent below it.")
     ] = False,

@@ -14,7 +14,10 @@ from .tasks import RegistryOption, locate_transcript, user_errors
 
 def report_command(
     agent: Annotated[
-        str, typer.Argument(help="Any agent of the run (id or its start), or a transcript file.")
+        str,
+        typer.Argument(
+            metavar="ID", help="Any agent of the run (id or its start), or a transcript file."
+        ),
     ],
     output: Annotated[
         Path | None,

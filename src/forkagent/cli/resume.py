@@ -16,9 +16,14 @@ if TYPE_CHECKING:
 
 
 def resume_command(
-    agent_id: Annotated[str, typer.Argument(help="The main agent's id (or a unique prefix).")],
+    agent_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The main agent's id (or a unique prefix).")
+    ],
     prompt: Annotated[
-        str | None, typer.Argument(help="A new message; without it the agent finishes its turn.")
+        str | None,
+        typer.Argument(
+            metavar="PROMPT", help="A new message; without it the agent finishes its turn."
+        ),
     ] = None,
     compact: Annotated[
         bool,

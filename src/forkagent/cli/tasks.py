@@ -242,7 +242,9 @@ def _print_plain(rows: Sequence[tuple[str, ...]]) -> None:
 
 
 def logs(
-    agent: Annotated[str, typer.Argument(help="Agent id (or its start), or a transcript file.")],
+    agent: Annotated[
+        str, typer.Argument(metavar="ID", help="Agent id (or its start), or a transcript file.")
+    ],
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing until the agent ends.")
     ] = False,
@@ -417,7 +419,7 @@ def _describe_status(entry: StatusEntry) -> list[str]:
 
 
 def stop(
-    agent: Annotated[str, typer.Argument(help="Agent id, or the start of one.")],
+    agent: Annotated[str, typer.Argument(metavar="ID", help="Agent id, or the start of one.")],
     as_json: JsonOption = False,
     registry: RegistryOption = None,
 ) -> None:
