@@ -7,6 +7,7 @@ server processes and check that none outlives the run.
 from __future__ import annotations
 
 import os
+import sys
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
@@ -37,4 +38,7 @@ if __name__ == "__main__":
     if pids := os.environ.get("ORDER_BOOK_PIDS"):
         with open(pids, "a") as out:
             out.write(f"{os.getpid()}\n")
-    server.run()
+    if sys.argv[1:2] == ["http"]:  # streamable HTTP on loopback: order_book_server.py http PORT
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()

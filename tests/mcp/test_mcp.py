@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -196,3 +199,46 @@ def test_config_expands_variables_and_rejects_bad_entries(monkeypatch: pytest.Mo
     with pytest.raises(ConfigurationError, match=r"\$\{NOPE\} is not set"):
         parse_servers({"x": {"command": "${NOPE}"}}, source="t")
     assert os.environ["DOCS_TOKEN"] == "t0k"
+
+
+@pytest.fixture
+def http_port() -> Iterator[int]:
+    """The order book served over streamable HTTP on a free loopback port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def test_a_streamable_http_server(tmp_path: Path, http_port: int) -> None:
+    emulator = Emulator()
+    look = ToolCall("mcp__book__find_order", {"order_id": "A-1"}, id="look")
+    emulator.script(Reply(tool_calls=(look,)), "found it", agent="main")
+    server = McpServer("book", url=f"http://127.0.0.1:{http_port}/mcp")
+    with use_emulator(emulator):
+        agent = Agent(model=MODEL, cwd=tmp_path, mcp_servers=[server], subagents=False)
+        async with agent.session() as session:
+            result = await session.send("look it up")
+            request = session.root.build_request()
+    assert result.output == "found it"
+    assert tool_results([request])["look"].text == "2 shelves, paid"
+
+
+def wait_for_port(port: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"the MCP server did not listen on {port}")
