@@ -35,7 +35,7 @@ from .agents import AgentCatalog, AgentDefinition
 from .errors import AgentLimitError, ConfigurationError, OutputError
 from .events import AgentFinished, AgentKind, AgentStarted, AgentStatus, Event
 from .hooks import Hooks
-from .mcp import McpConnection, McpServer, load_project_servers, start_servers
+from .mcp import McpPool, McpServer, load_project_servers
 from .messages import JsonValue, Message, TextBlock, UserMessage, user
 from .models import Model, resolve_model
 from .permissions import PermissionPolicy
@@ -324,13 +324,14 @@ class Session(Generic[OutputT]):
         catalog = agent.catalog()
         tools = _assemble_tools(agent, options, catalog)
         trusted = agent.project_trusted(cwd)
-        named = NamedAgents(catalog, tools, untrusted_dir=None if trusted else cwd)
-        self._named = named
         self._mcp_servers = [
             *agent.mcp_servers,
             *(load_project_servers(cwd, trusted=trusted) if agent.load_agent_files else ()),
         ]
-        self._mcp: list[McpConnection] | None = None
+        self._mcp = McpPool(self._mcp_servers)
+        self._mcp_started = False
+        named = NamedAgents(catalog, tools, untrusted_dir=None if trusted else cwd, mcp=self._mcp)
+        self._named = named
         self._runtime = Runtime(
             options=options,
             tree_budget=Budget(agent.tree_limits),
@@ -504,10 +505,11 @@ class Session(Generic[OutputT]):
     async def _start_mcp(self) -> None:
         """Start the MCP servers once, before the first request, and give their tools to
         the main agent and the named agents (forks share the main agent's)."""
-        if self._mcp is not None or not self._mcp_servers:
+        if self._mcp_started or not self._mcp_servers:
             return
-        self._mcp = await start_servers(self._mcp_servers)
-        mcp_tools = [t for connection in self._mcp for t in connection.tools]
+        self._mcp_started = True
+        connections = await self._mcp.acquire(self._mcp_servers)
+        mcp_tools = [t for connection in connections for t in connection.tools]
         self.root.add_tools(mcp_tools)
         named = replace(self._named, available_tools=(*self._named.available_tools, *mcp_tools))
         self._runtime.named_builder = named.build
@@ -727,7 +729,7 @@ class Session(Generic[OutputT]):
             self._finish()
         await asyncio.to_thread(self.recorder.close)  # waits for the queued registry writes
         await self._runtime.close_models()
-        await asyncio.gather(*(connection.close() for connection in self._mcp or ()))
+        await self._mcp.close()
         if self._lease is not None:
             self._lease.release()
 

@@ -242,3 +242,38 @@ def wait_for_port(port: int) -> None:
                 return
         time.sleep(0.05)
     raise AssertionError(f"the MCP server did not listen on {port}")
+
+
+async def test_a_named_agent_starts_its_own_servers_and_stops_them(
+    tmp_path: Path, pids: Path
+) -> None:
+    root = tmp_path / "shop"
+    agents = root / ".forkagent" / "agents"
+    agents.mkdir(parents=True)
+    env = {"ORDER_BOOK_PIDS": str(pids)}
+    server = {"orders": {"command": sys.executable, "args": [str(SERVER)], "env": env}}
+    (agents / "clerk.md").write_text(
+        "---\nname: clerk\ndescription: knows the orders\n"
+        f"mcpServers: {json.dumps(server)}\n---\nYou look orders up.\n"
+    )
+    emulator = Emulator()
+    ask = ToolCall("Agent", {"prompt": "find A-2", "subagent_type": "clerk"}, id="ask")
+    emulator.script(Reply(tool_calls=(ask,)), "thanks", agent="main")
+    look = ToolCall("mcp__orders__find_order", {"order_id": "A-2"}, id="look")
+    emulator.script(Reply(tool_calls=(look,)), "A-2 awaits payment", agent="clerk")
+    sent: list[RequestSent] = []
+    with use_emulator(emulator):
+        agent = Agent(model=MODEL, cwd=root, trust_project=True, listeners=[sent.append])
+        async with agent.session() as session:
+            result = await session.send("who owes us?")
+            [pid] = read_pids(pids)
+            assert gone(pid)  # stopped when the clerk ended, before the session did
+    assert result.output == "thanks"
+    requests = [e for e in sent if isinstance(e, RequestSent)]
+    main_tools = {t.name for t in requests[0].request.tools}
+    clerk_tools = {
+        t.name for e in requests if e.agent_id.startswith("clerk") for t in e.request.tools
+    }
+    assert "mcp__orders__find_order" not in main_tools
+    assert "mcp__orders__find_order" in clerk_tools
+    assert tool_results([e.request for e in requests])["look"].text == "1 lamp, awaiting payment"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..agents import AgentCatalog, AgentDefinition, assemble_tool_pool, resolve_agent_model
 from ..hooks import CommandHook, Hooks
+from ..mcp import McpConnection, McpPool
 from ..messages import user
 from ..models import resolve_model
 from ..permissions import PermissionMode, PermissionPolicy
@@ -26,6 +27,8 @@ class NamedAgents:
     available_tools: tuple[Tool, ...]
     untrusted_dir: Path | None = None
     """A project directory the user has not trusted: hooks of agent files from it do not run."""
+    mcp: McpPool | None = None
+    """The session's MCP servers: a definition's ``mcpServers`` start (or join) them here."""
 
     def build(
         self, runtime: Runtime, parent: AgentRun, agent_type: str, request: SpawnRequest
@@ -61,11 +64,32 @@ class NamedAgents:
             policy=_agent_policy(parent.policy, definition.permission_mode),
             timeout=parent.timeout,
         )
-        return PreparedChild(
+        child = PreparedChild(
             runtime.adopt(run),
             background_default=definition.background,
             isolation=definition.isolation,
         )
+        if definition.mcp_servers and self.mcp is not None:
+            self._with_servers(child, definition, self.mcp)
+        return child
+
+    def _with_servers(
+        self, child: PreparedChild, definition: AgentDefinition, pool: McpPool
+    ) -> None:
+        """Start (or join) the servers the definition names before the child's first request,
+        with their tools in its own tool array; let go of them when it ends."""
+        servers = pool.resolve(definition.mcp_servers, definition.source)
+        held: list[McpConnection] = []
+
+        async def setup() -> None:
+            held.extend(await pool.acquire(servers))
+            tools = [t for c in held for t in c.tools if definition.allows_tool(t.name)]
+            child.run.add_tools(tools)
+
+        async def teardown() -> None:
+            await pool.release(held)
+
+        child.setup, child.teardown = setup, teardown
 
     def _runnable_hooks(self, definition: AgentDefinition) -> tuple[CommandHook, ...]:
         """A definition's hooks, unless its file comes from a directory the user has not trusted."""

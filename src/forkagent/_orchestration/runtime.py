@@ -11,7 +11,7 @@ import itertools
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -123,6 +123,10 @@ class PreparedChild:
     """Async callable returning ``(path, branch)`` of a kept worktree, or None."""
     refused: list[str] = field(default_factory=list)
     """Calls an isolated child aimed at the parent's checkout, refused and reported."""
+    setup: Callable[[], Awaitable[None]] | None = None
+    """Awaited before the child starts (a named agent's own MCP servers start here)."""
+    teardown: Callable[[], Awaitable[None]] | None = None
+    """Awaited when the child has ended, however it ended."""
 
 
 @dataclass(eq=False)
@@ -259,6 +263,12 @@ class Runtime:
                 "this agent is at the limit. Do the work with your own tools."
             )
         child = self._prepare(parent, route, request)
+        if child.setup is not None:
+            try:
+                await child.setup()
+            except BaseException:
+                del self.runs[child.run.id]
+                raise
         if output is not None:
             child.run.output_spec = output
             child.run.tool_specs = (*child.run.tool_specs, output.tool_spec())
@@ -466,6 +476,8 @@ class Runtime:
                 child.cancel()
             close_pending(run)
         worktree = await prepared.finish() if prepared.finish else None
+        if prepared.teardown is not None:
+            await prepared.teardown()
         if status != "completed":  # a completed child met its SubagentStop hook already
             await run_hooks(run, "SubagentStop", result=run.output)
         worktree_path, worktree_branch = worktree or (None, None)

@@ -55,6 +55,9 @@ class AgentDefinition(BaseModel):
     isolation: Isolation | None = None
     hooks: tuple[CommandHook, ...] = ()
     initial_prompt: str | None = None
+    mcp_servers: tuple[str, ...] | dict[str, Any] = ()
+    """MCP servers this agent starts (sharing a running one): names of configured servers,
+    or Claude Code's inline ``{name: {command, args, ...}}``."""
     source: str = BUILT_IN
     """The file it was loaded from, or ``"built-in"``."""
 

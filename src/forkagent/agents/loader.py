@@ -43,6 +43,8 @@ FRONTMATTER_FIELDS: dict[str, str] = {
     "isolation": "isolation",
     "hooks": "hooks",
     "initialPrompt": "initial_prompt",
+    "mcpServers": "mcp_servers",
+    "mcp_servers": "mcp_servers",
     "initial_prompt": "initial_prompt",
 }
 """Frontmatter key -> definition field; Claude Code's camelCase and snake_case both load."""

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from ..errors import ConfigurationError
-from ..mcp import McpServer, load_project_servers, start_servers
+from ..mcp import McpPool, McpServer, load_project_servers
 from ..mcp.config import PROJECT_FILE
 from ..permissions.trust import is_trusted
 
@@ -51,14 +51,15 @@ Probe = dict[str, "str | list[str]"]
 
 
 async def _probe(server: McpServer) -> Probe:
+    pool = McpPool()
     try:
-        [connection] = await start_servers([server])
+        [connection] = await pool.acquire([server])
     except ConfigurationError as exc:
         return {"name": server.name, "state": f"does not start: {exc}", "tools": []}
     try:
         return {"name": server.name, "state": "starts", "tools": [t.name for t in connection.tools]}
     finally:
-        await connection.close()
+        await pool.close()
 
 
 def _untrusted(server: McpServer) -> Probe:

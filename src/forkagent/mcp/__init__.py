@@ -1,13 +1,13 @@
 """MCP tool servers: configuration (``.mcp.json``, code) and the client that turns them into tools."""
 
-from .client import McpConnection, McpTool, start_servers
+from .client import McpConnection, McpPool, McpTool
 from .config import McpServer, load_project_servers, parse_servers
 
 __all__ = [
     "McpConnection",
+    "McpPool",
     "McpServer",
     "McpTool",
     "load_project_servers",
     "parse_servers",
-    "start_servers",
 ]

@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigurationError, ToolError
 from ..messages import ImageBlock, JsonValue, TextBlock
 from ..tools.base import Tool, ToolContext, ToolOutput
-from .config import McpServer
+from .config import McpServer, parse_servers
 
 MAX_RESULT_CHARS = 100_000
 """A larger text result is cut, with a note saying so."""
@@ -126,19 +126,55 @@ class McpTool(Tool):
         return blocks or "(no output)"
 
 
-async def start_servers(servers: Sequence[McpServer]) -> list[McpConnection]:
-    """Start every server once (servers with the same key share one); all or nothing."""
-    connections: dict[tuple[object, ...], McpConnection] = {}
-    try:
-        for server in servers:
-            if server.key not in connections:
-                connection = McpConnection(server)
-                connections[server.key] = connection
-                await connection.start()
-    except BaseException:
-        await asyncio.gather(*(c.close() for c in connections.values()))
-        raise
-    return list(connections.values())
+class McpPool:
+    """A session's servers: each started once, shared by every agent that names it, and
+    stopped when the last agent using it lets go (or with the session)."""
+
+    def __init__(self, configured: Sequence[McpServer] = ()) -> None:
+        self.configured = {server.name: server for server in configured}
+        self._running: dict[tuple[object, ...], McpConnection] = {}
+        self._users: dict[tuple[object, ...], int] = {}
+
+    def resolve(self, wanted: Sequence[str] | Mapping[str, object], source: str) -> list[McpServer]:
+        """An agent file's ``mcpServers``: configured names, or inline configurations."""
+        if isinstance(wanted, Mapping):
+            return parse_servers(wanted, source=source)
+        unknown = [name for name in wanted if name not in self.configured]
+        if unknown:
+            known = ", ".join(sorted(self.configured)) or "none"
+            raise ConfigurationError(
+                f"{source} names MCP servers that are not configured: {', '.join(unknown)} "
+                f"(configured: {known})"
+            )
+        return [self.configured[name] for name in wanted]
+
+    async def acquire(self, servers: Sequence[McpServer]) -> list[McpConnection]:
+        taken: list[McpConnection] = []
+        try:
+            for server in servers:
+                connection = self._running.get(server.key)
+                if connection is None:
+                    connection = McpConnection(server)
+                    await connection.start()
+                    self._running[server.key] = connection
+                self._users[server.key] = self._users.get(server.key, 0) + 1
+                taken.append(connection)
+        except BaseException:
+            await self.release(taken)
+            raise
+        return taken
+
+    async def release(self, connections: Sequence[McpConnection]) -> None:
+        for connection in connections:
+            key = connection.server.key
+            self._users[key] -= 1
+            if not self._users[key]:
+                del self._users[key], self._running[key]
+                await connection.close()
+
+    async def close(self) -> None:
+        running, self._running, self._users = list(self._running.values()), {}, {}
+        await asyncio.gather(*(c.close() for c in running))
 
 
 def _transport(server: McpServer) -> Any:
