@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from forkagent import Agent
 from forkagent.cli import app
 from forkagent.emulator import Emulator, Reply, ToolCall, use_emulator
-from forkagent.events import RequestSent
+from forkagent.events import Event, RequestSent
 from forkagent.mcp import McpServer
 from forkagent.messages import ToolResultBlock, UserMessage
 from forkagent.requests import ModelRequest
@@ -261,7 +261,7 @@ async def test_a_named_agent_starts_its_own_servers_and_stops_them(
     emulator.script(Reply(tool_calls=(ask,)), "thanks", agent="main")
     look = ToolCall("mcp__orders__find_order", {"order_id": "A-2"}, id="look")
     emulator.script(Reply(tool_calls=(look,)), "A-2 awaits payment", agent="clerk")
-    sent: list[RequestSent] = []
+    sent: list[Event] = []
     with use_emulator(emulator):
         agent = Agent(model=MODEL, cwd=root, trust_project=True, listeners=[sent.append])
         async with agent.session() as session:
