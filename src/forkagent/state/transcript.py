@@ -482,8 +482,10 @@ class TranscriptWriter:
         existing = self._recover()
         self._header = existing.header
         self._history: list[Message] = existing.messages
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-        self._fd = os.open(self.path, flags, 0o600)
+        self._closed = False
+        # Created now (private), but not held open: a tree of thousands of agents must not
+        # need a file descriptor each. Every write opens, appends and closes.
+        os.close(os.open(self.path, _APPEND, 0o600))
 
     def _recover(self) -> _Fold:
         fold = _Fold(self.path)
@@ -602,9 +604,7 @@ class TranscriptWriter:
 
     def close(self) -> None:
         with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+            self._closed = True
 
     def __enter__(self) -> TranscriptWriter:
         return self
@@ -625,13 +625,20 @@ class TranscriptWriter:
             self._required_header()
         data = b"".join(e.model_dump_json().encode() + b"\n" for e in entries)
         with self._lock:
-            if self._fd < 0:
+            if self._closed:
                 raise TranscriptError(self.path, "the writer is closed")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view) :]
-            if self._fsync:
-                os.fsync(self._fd)
+            fd = os.open(self.path, _APPEND, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if self._fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 
 
 def _shared_length(old: Sequence[Message], new: Sequence[Message]) -> int:
