@@ -330,6 +330,7 @@ class Session(Generic[OutputT]):
         ]
         self._mcp = McpPool(self._mcp_servers)
         self._mcp_started = False
+        self._announced = False
         named = NamedAgents(catalog, tools, untrusted_dir=None if trusted else cwd, mcp=self._mcp)
         self._named = named
         self._runtime = Runtime(
@@ -410,8 +411,16 @@ class Session(Generic[OutputT]):
         if (writes := recorder.registry_writes) is not None:
             writes.write(writes.registry.mark_lost)
         self._runtime.listeners.insert(0, recorder)
-        self._runtime.emit(AgentStarted(root_id, None, "main", "main", False))
+        if not self._mcp_servers:
+            self._announce()
+        # else: once the MCP tools are in, so the transcript header has the array really sent
         return recorder
+
+    def _announce(self) -> None:
+        """The main agent's start (its transcript header and registry row), once."""
+        if not self._announced:
+            self._announced = True
+            self._runtime.emit(AgentStarted(self.root.id, None, "main", "main", False))
 
     @classmethod
     def resume(
@@ -508,9 +517,14 @@ class Session(Generic[OutputT]):
         if self._mcp_started or not self._mcp_servers:
             return
         self._mcp_started = True
-        connections = await self._mcp.acquire(self._mcp_servers)
+        try:
+            connections = await self._mcp.acquire(self._mcp_servers)
+        except Exception as exc:
+            self._status, self._error = "failed", str(exc)  # the record must not say completed
+            raise
         mcp_tools = [t for connection in connections for t in connection.tools]
         self.root.add_tools(mcp_tools)
+        self._announce()
         named = replace(self._named, available_tools=(*self._named.available_tools, *mcp_tools))
         self._runtime.named_builder = named.build
 
@@ -726,6 +740,7 @@ class Session(Generic[OutputT]):
         if not self._finished:
             # No turn ran (nothing sent, or a resumed agent whose turn had ended): say so,
             # or its registry row would stay "running" and later read as lost.
+            self._announce()
             self._finish()
         await asyncio.to_thread(self.recorder.close)  # waits for the queued registry writes
         await self._runtime.close_models()

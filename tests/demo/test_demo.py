@@ -139,3 +139,35 @@ def test_the_brain_says_so_when_a_directive_is_not_in_its_script() -> None:
     }
     request = EmulatedRequest("anthropic", "claude-sonnet-4-6", "", "", (), 3, "c", body)
     assert "no plan for this directive: Paint the shed" in DemoBrain()(request).text
+
+
+def test_the_main_agent_and_its_stock_fork_use_the_order_books_mcp_tools(
+    demo: tuple[dict[str, Any], Path],
+) -> None:
+    from forkagent.messages import AssistantMessage, ToolResultBlock, UserMessage
+    from forkagent.state import read_transcript
+
+    data, _ = demo
+    folder = Path(data["html_report"]).parent  # the run's transcripts are beside its report
+    main = next(a for a in data["agents"] if a["kind"] == "main")
+    stock = next(a for a in data["agents"] if a["label"] == "fix negative stock")
+    main_t = read_transcript(folder / f"{main['id']}.jsonl")
+    fork_t = read_transcript(folder / f"{stock['id']}.jsonl")
+    assert fork_t.header.tools == main_t.header.tools  # MCP tools included, byte for byte
+    assert any(t.name == "mcp__orders__find_order" for t in fork_t.header.tools)
+    calls = {
+        b.name
+        for t in (main_t, fork_t)
+        for m in t.messages
+        if isinstance(m, AssistantMessage)
+        for b in m.tool_uses
+    }
+    assert {"mcp__orders__recent_orders", "mcp__orders__find_order"} <= calls
+    answers = [
+        b.text
+        for m in fork_t.messages
+        if isinstance(m, UserMessage)
+        for b in m.content
+        if isinstance(b, ToolResultBlock)
+    ]
+    assert any('"sku": "tea-07"' in text for text in answers)

@@ -153,14 +153,18 @@ async def test_an_untrusted_projects_servers_do_not_start(
 
 
 async def test_servers_given_in_code_and_a_crash_is_an_error_not_a_hang(tmp_path: Path) -> None:
-    broken = McpServer("broken", command=sys.executable, args=("-c", "raise SystemExit(3)"))
     from forkagent import ConfigurationError
+    from forkagent.state import read_transcript, transcript_path
 
-    with (
-        pytest.raises(ConfigurationError, match="MCP server 'broken' did not start"),
-        use_emulator(Emulator()),
-    ):
-        await Agent(model=MODEL, cwd=tmp_path, mcp_servers=[broken]).run("hi")
+    broken = McpServer("broken", command=sys.executable, args=("-c", "raise SystemExit(3)"))
+    with use_emulator(Emulator()):
+        session = Agent(model=MODEL, cwd=tmp_path, mcp_servers=[broken]).session()
+        async with session:
+            with pytest.raises(ConfigurationError, match="MCP server 'broken' did not start"):
+                await session.send("hi")
+    status = read_transcript(transcript_path(session.root.id, session.root.id)).status
+    assert status is not None
+    assert status.status == "failed"  # the record tells the truth
 
 
 def test_mcp_list_shows_servers_and_tools(tmp_path: Path, pids: Path) -> None:

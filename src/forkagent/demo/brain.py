@@ -165,6 +165,13 @@ _REMOVE_NEW = (
 )
 
 
+def _stock_order(view: View) -> Reply:
+    return Reply(
+        text="First the order that shows it: o-1042 asks for more tea than the shelf holds.",
+        tool_calls=(_call("mcp__orders__find_order", order_id="o-1042"),),
+    )
+
+
 def _stock_edit(view: View) -> Reply:
     found = view.last("Grep")
     if found is None or found.is_error or "-= quantity" not in found.text:
@@ -313,6 +320,7 @@ TASKS: tuple[Task, ...] = (
             "you changed."
         ),
         steps=(
+            _stock_order,
             _search(
                 "Looking at what remove() does to the stock.", r"-= quantity", "shelf/store.py"
             ),
@@ -362,8 +370,12 @@ BACKGROUND_TASKS = sum(task.background for task in TASKS)
 
 def _main_survey(view: View) -> Reply:
     return Reply(
-        text="I'll get the lay of the land first.",
-        tool_calls=(_call("Glob", pattern="**/*.py"), _call("Read", file_path="README.md")),
+        text="I'll get the lay of the land first, and what the shop's orders look like.",
+        tool_calls=(
+            _call("Glob", pattern="**/*.py"),
+            _call("Read", file_path="README.md"),
+            _call("mcp__orders__recent_orders"),
+        ),
     )
 
 

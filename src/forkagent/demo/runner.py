@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import filecmp
 import shutil
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.resources import as_file, files
@@ -12,6 +13,7 @@ from pathlib import Path
 from ..agent import Agent, RunResult
 from ..emulator import Emulator, Latency, use_emulator
 from ..events import Event, NotificationDelivered
+from ..mcp import McpServer
 from ..messages import JsonValue
 from ..permissions import PermissionPolicy
 from ..state import read_tree, transcript_path
@@ -21,6 +23,8 @@ from ..telemetry.report import render_html, run_view
 from .brain import MAIN_PROMPT, DemoBrain
 
 DEMO_MODEL = "emulator:claude-sonnet-4-6"
+ORDER_BOOK = McpServer("orders", command=sys.executable, args=("-m", "forkagent.demo.order_book"))
+"""The shop's order book, an MCP server the main agent and its stock fork call."""
 LIVE_LATENCY = Latency(ttft=0.35, tokens_per_second=250.0)
 """Slow enough to watch the tree grow and the background agents overlap."""
 FAST_LATENCY = Latency()
@@ -102,6 +106,7 @@ async def run_demo(
         cwd=repo,
         permissions=PermissionPolicy(mode="accept_edits"),
         listeners=[usage, economics, counter, *listeners],
+        mcp_servers=[ORDER_BOOK],
     )
     with use_emulator(Emulator(latency=latency, policy=DemoBrain())):
         result = await agent.run(MAIN_PROMPT)

@@ -14,9 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
+from .._paths import state_dir
 from ..errors import ConfigurationError, ToolError
 from ..messages import ImageBlock, JsonValue, TextBlock
 from ..tools.base import Tool, ToolContext, ToolOutput
@@ -45,17 +48,21 @@ class McpConnection:
             await asyncio.wait_for(asyncio.shield(self._ready), self.server.timeout)
         except Exception as exc:
             await self.close()
+            log = f" (its stderr: {state_dir() / f'mcp-{self.server.name}.log'})"
             raise ConfigurationError(
                 f"MCP server {self.server.name!r} did not start: {_describe(exc)}"
+                + (log if self.server.command else "")
             ) from None
         return self.tools
 
     async def _serve(self) -> None:
         assert self._ready is not None
+        log = None
         try:
             from mcp import Client
 
-            async with Client(_transport(self.server)) as client:
+            log = _server_log(self.server)
+            async with Client(_transport(self.server, log)) as client:
                 self._client = client
                 listed = await _all_tools(client)
                 self.tools = [McpTool(self, tool) for tool in sorted(listed, key=lambda t: t.name)]
@@ -73,6 +80,8 @@ class McpConnection:
                 raise
         finally:
             self._client = None
+            if log is not None:
+                log.close()
 
     async def call(self, tool: str, arguments: dict[str, JsonValue]) -> Any:
         if self._client is None:
@@ -177,13 +186,16 @@ class McpPool:
         await asyncio.gather(*(c.close() for c in running))
 
 
-def _transport(server: McpServer) -> Any:
+def _transport(server: McpServer, log: TextIO | None) -> Any:
     if server.command is not None:
+        from mcp.client.stdio import stdio_client
+
         from mcp import StdioServerParameters
 
-        return StdioServerParameters(
+        parameters = StdioServerParameters(
             command=server.command, args=list(server.args), env=dict(server.env) or None
         )
+        return stdio_client(parameters, errlog=log or sys.stderr)
     assert server.url is not None
     if not server.headers:
         return server.url
@@ -192,6 +204,16 @@ def _transport(server: McpServer) -> Any:
 
     client = httpx2.AsyncClient(headers=dict(server.headers))
     return streamable_http_client(server.url, http_client=client)
+
+
+def _server_log(server: McpServer) -> TextIO | None:
+    """Where a stdio server's stderr goes: ``<state dir>/mcp-<name>.log``, not our output."""
+    if server.command is None:
+        return None
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(folder / f"mcp-{server.name}.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    return os.fdopen(fd, "a", encoding="utf-8")
 
 
 async def _all_tools(client: Any) -> list[Any]:
