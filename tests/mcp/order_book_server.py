@@ -34,6 +34,15 @@ def big_report() -> str:
     return "x" * 150_000
 
 
+@server.tool()
+async def wait_for_the_courier() -> str:
+    """Blocks for a long time (to interrupt)."""
+    import anyio
+
+    await anyio.sleep(60)
+    return "the courier came"
+
+
 if __name__ == "__main__":
     if pids := os.environ.get("ORDER_BOOK_PIDS"):
         with open(pids, "a") as out:

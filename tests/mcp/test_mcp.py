@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from forkagent import Agent
 from forkagent.cli import app
 from forkagent.emulator import Emulator, Reply, ToolCall, use_emulator
-from forkagent.events import Event, RequestSent
+from forkagent.events import Event, RequestSent, ToolCalled
 from forkagent.mcp import McpServer
 from forkagent.messages import ToolResultBlock, UserMessage
 from forkagent.requests import ModelRequest
@@ -110,6 +110,7 @@ async def test_a_fork_shares_the_parents_mcp_tools_connection_and_cache(
         "mcp__orders__big_report",
         "mcp__orders__cancel_order",
         "mcp__orders__find_order",
+        "mcp__orders__wait_for_the_courier",
     ]
     results = tool_results([e.request for e in sent])
     assert results["look"].text == "2 shelves, paid"
@@ -281,3 +282,27 @@ async def test_a_named_agent_starts_its_own_servers_and_stops_them(
     assert "mcp__orders__find_order" not in main_tools
     assert "mcp__orders__find_order" in clerk_tools
     assert tool_results([e.request for e in requests])["look"].text == "1 lamp, awaiting payment"
+
+
+async def test_an_interrupted_run_leaves_no_server_behind(tmp_path: Path, pids: Path) -> None:
+    import asyncio
+
+    root = project(tmp_path)
+    emulator = Emulator()
+    wait = ToolCall("mcp__orders__wait_for_the_courier", {}, id="wait")
+    emulator.script(Reply(tool_calls=(wait,)), "done", agent="main")
+    called = asyncio.Event()
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, ToolCalled) and event.name.startswith("mcp__"):
+            called.set()
+
+    with use_emulator(emulator):
+        agent = Agent(model=MODEL, cwd=root, trust_project=True, listeners=[on_event])
+        run = asyncio.create_task(agent.run("wait"))
+        await asyncio.wait_for(called.wait(), 30)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+    [pid] = read_pids(pids)
+    assert gone(pid)
