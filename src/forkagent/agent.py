@@ -376,8 +376,7 @@ class Session(Generic[OutputT]):
             self._seed_cache_monitor(resume)
         self._compact_at = threshold(model.context_window, agent.compact_at)
         self._keep_tokens = int((self._compact_at or 0) * agent.compact_keep)
-        if self._compact_at is not None:
-            self.root.before_request = self._compact_if_due
+        self.root.before_request = self._before_request
         self._after_turn = tuple(agent.after_turn)
         self.after_turn_handles: list[ForkHandle] = []
         """This session's after-turn forks still running; they are cancelled with it."""
@@ -525,7 +524,12 @@ class Session(Generic[OutputT]):
         mcp_tools = [t for connection in connections for t in connection.tools]
         self.root.add_tools(mcp_tools)
         self._announce()
-        named = replace(self._named, available_tools=(*self._named.available_tools, *mcp_tools))
+        self._give_named_agents_mcp_tools()
+
+    def _give_named_agents_mcp_tools(self) -> None:
+        """Named agents pick from the built-in and given tools plus the servers' current ones."""
+        current = [t for connection in self._mcp.connections for t in connection.tools]
+        named = replace(self._named, available_tools=(*self._named.available_tools, *current))
         self._runtime.named_builder = named.build
 
     async def compact(self) -> CompactionResult:
@@ -534,6 +538,17 @@ class Session(Generic[OutputT]):
         summary fails; the conversation is then unchanged)."""
         async with self._lock:
             return await compact(self.root, keep_tokens=self._keep_tokens or 2_000)
+
+    async def _before_request(self, run: AgentRun) -> None:
+        """At the main agent's turn boundaries: MCP tool lists that changed, then compaction.
+        Forks already running keep the tool array they were made with."""
+        changed = [c for c in self._mcp.connections if c.changed]
+        for connection in changed:
+            old = list(connection.tools)
+            run.replace_tools(old, await connection.refresh())
+        if changed:
+            self._give_named_agents_mcp_tools()
+        await self._compact_if_due(run)
 
     async def _compact_if_due(self, run: AgentRun) -> None:
         if self._compact_at is not None and prompt_size(run) >= self._compact_at:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
 server = MCPServer("orders")
@@ -32,6 +32,19 @@ def cancel_order(order_id: str) -> str:
 def big_report() -> str:
     """Everything, at length."""
     return "x" * 150_000
+
+
+def register_sale(sku: str) -> str:
+    """Record a sale at the till."""
+    return f"sold {sku}"
+
+
+@server.tool()
+async def open_register(ctx: Context) -> str:
+    """Open the till: a register_sale tool appears."""
+    server.add_tool(register_sale)
+    await ctx.notify_tools_changed()
+    return "the register is open"
 
 
 @server.tool()

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from forkagent import Agent
 from forkagent.cli import app
 from forkagent.emulator import Emulator, Reply, ToolCall, use_emulator
-from forkagent.events import Event, RequestSent, ToolCalled
+from forkagent.events import CacheReported, Event, RequestSent, ToolCalled
 from forkagent.mcp import McpServer
 from forkagent.messages import ToolResultBlock, UserMessage
 from forkagent.requests import ModelRequest
@@ -110,6 +110,7 @@ async def test_a_fork_shares_the_parents_mcp_tools_connection_and_cache(
         "mcp__orders__big_report",
         "mcp__orders__cancel_order",
         "mcp__orders__find_order",
+        "mcp__orders__open_register",
         "mcp__orders__wait_for_the_courier",
     ]
     results = tool_results([e.request for e in sent])
@@ -306,3 +307,28 @@ async def test_an_interrupted_run_leaves_no_server_behind(tmp_path: Path, pids: 
             await run
     [pid] = read_pids(pids)
     assert gone(pid)
+
+
+async def test_a_changed_tool_list_reaches_the_parent_at_its_next_turn(
+    tmp_path: Path, pids: Path
+) -> None:
+    root = project(tmp_path)
+    emulator = Emulator()
+    open_it = ToolCall("mcp__orders__open_register", {}, id="open")
+    sell = ToolCall("mcp__orders__register_sale", {"sku": "jam-02"}, id="sell")
+    emulator.script(Reply(tool_calls=(open_it,)), Reply(tool_calls=(sell,)), "sold", agent="main")
+    sent: list[Event] = []
+    with use_emulator(emulator):
+        agent = Agent(
+            model=MODEL, cwd=root, trust_project=True, subagents=False, listeners=[sent.append]
+        )
+        result = await agent.run("open the till and sell a jam")
+    assert result.output == "sold"
+    requests = [e.request for e in sent if isinstance(e, RequestSent)]
+    before = {t.name for t in requests[0].tools}
+    after = {t.name for t in requests[1].tools}
+    assert "mcp__orders__register_sale" not in before
+    assert "mcp__orders__register_sale" in after
+    assert tool_results(requests)["sell"].text == "sold jam-02"
+    reports = [e.report for e in sent if isinstance(e, CacheReported) and e.turn == 2]
+    assert any("tools_changed" in r.reasons for r in reports)

@@ -164,6 +164,15 @@ class AgentRun:
     def tool(self, name: str) -> Tool | None:
         return self._by_name.get(name)
 
+    def replace_tools(self, old: Sequence[Tool], new: Sequence[Tool]) -> None:
+        """Swap tools in place (an MCP server's changed list), specs included: the tool
+        array changes, so the next request misses the cache there, as it must."""
+        gone = {t.name for t in old}
+        self.tools = (*(t for t in self.tools if t.name not in gone), *new)
+        self._by_name = {t.name: t for t in self.tools}
+        kept = tuple(s for s in self.tool_specs if s.name not in gone)
+        self.tool_specs = (*kept, *(t.spec() for t in new))
+
     def add_tools(self, tools: Sequence[Tool]) -> None:
         """Tools that arrive after the run was made (MCP servers start with the session):
         callable at once; their specs join the tool array unless it already has them (a

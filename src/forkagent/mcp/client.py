@@ -39,6 +39,8 @@ class McpConnection:
         self._ready: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.changed = False
+        """The server said its tools changed (``tools/list_changed``); ``refresh`` re-lists."""
 
     async def start(self) -> list[McpTool]:
         """Start the server, initialize, list its tools; ``ConfigurationError`` if it cannot."""
@@ -64,10 +66,14 @@ class McpConnection:
             log = _server_log(self.server)
             async with Client(_transport(self.server, log)) as client:
                 self._client = client
-                listed = await _all_tools(client)
-                self.tools = [McpTool(self, tool) for tool in sorted(listed, key=lambda t: t.name)]
+                self.tools = await self._listed(client)
                 self._ready.set_result(None)
-                await self._stop.wait()
+                listening = asyncio.create_task(self._listen(client))
+                try:
+                    await self._stop.wait()
+                finally:
+                    listening.cancel()
+                    await asyncio.gather(listening, return_exceptions=True)
         except ImportError as exc:
             _fail(
                 self._ready,
@@ -82,6 +88,27 @@ class McpConnection:
             self._client = None
             if log is not None:
                 log.close()
+
+    async def refresh(self) -> list[McpTool]:
+        """The server's tools again, after it said they changed."""
+        self.changed = False
+        if self._client is not None:
+            self.tools = await self._listed(self._client)
+        return self.tools
+
+    async def _listed(self, client: Any) -> list[McpTool]:
+        listed = await _all_tools(client)
+        return [McpTool(self, tool) for tool in sorted(listed, key=lambda t: t.name)]
+
+    async def _listen(self, client: Any) -> None:
+        """Note ``tools/list_changed`` events (servers on the 2026-07-28 protocol send them on
+        a ``subscriptions/listen`` stream; older ones send none that this client sees)."""
+        try:
+            async with client.listen(tools_list_changed=True) as events:
+                async for _ in events:
+                    self.changed = True
+        except Exception:
+            return  # no change events from this server: its tools stay as listed
 
     async def call(self, tool: str, arguments: dict[str, JsonValue]) -> Any:
         if self._client is None:
@@ -180,6 +207,10 @@ class McpPool:
             if not self._users[key]:
                 del self._users[key], self._running[key]
                 await connection.close()
+
+    @property
+    def connections(self) -> list[McpConnection]:
+        return list(self._running.values())
 
     async def close(self) -> None:
         running, self._running, self._users = list(self._running.values()), {}, {}
