@@ -213,3 +213,16 @@ class TestMemoryDirFilter:
     def test_accepts_path_like(self, memory: Path) -> None:
         tool_filter = MemoryDirFilter(os.fspath(memory))
         assert write(tool_filter, memory / "x.md").allowed
+
+
+def test_a_server_wildcard_names_every_tool_of_that_mcp_server() -> None:
+    from forkagent.agents import AgentDefinition
+    from forkagent.permissions import AllowTools, DenyTools
+
+    allow = AllowTools(["Read", "mcp__orders__*"])
+    assert allow.check("mcp__orders__find_order", {}).allowed
+    assert not allow.check("mcp__billing__charge", {}).allowed
+    assert not DenyTools(["mcp__orders__*"]).check("mcp__orders__cancel_order", {}).allowed
+    clerk = AgentDefinition(name="clerk", description="d", tools=("mcp__orders__*",))
+    assert clerk.allows_tool("mcp__orders__find_order")
+    assert not clerk.allows_tool("Write")
