@@ -22,7 +22,7 @@ HEAVY = (
     "google.genai",
     "httpx",
     "httpx2",
-    "tiktoken",
+    "bpe_openai",
     "tree_sitter",
     "tree_sitter_bash",
     "yaml",

