@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
+
+from anthropic.types import CacheControlEphemeralParam, MessageParam, TextBlockParam, ToolParam
 
 from forkagent.emulator import tokens
 
@@ -16,37 +18,57 @@ text = tokens.filler
 """Exactly ``n`` tokens of plain words; ``tag`` makes texts differ from the start."""
 
 
-def ephemeral(ttl: str | None = None) -> dict[str, str]:
-    return {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+Ttl = Literal["5m", "1h"]
 
 
-def system_block(n: int, tag: str = "", ttl: str | None = "5m") -> list[dict[str, Any]]:
-    block: dict[str, Any] = {"type": "text", "text": text(n, tag)}
+def ephemeral(ttl: Ttl | None = None) -> CacheControlEphemeralParam:
+    mark: CacheControlEphemeralParam = {"type": "ephemeral"}
     if ttl:
-        block["cache_control"] = ephemeral(ttl)
-    return [block]
+        mark["ttl"] = ttl
+    return mark
 
 
-def user(content: str, *, mark: bool = False) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "text", "text": content}
+def text_block(content: str, *, mark: Ttl | bool = False) -> TextBlockParam:
+    """A text block, with a cache breakpoint when ``mark`` is set (a TTL, or True: the default)."""
+    block: TextBlockParam = {"type": "text", "text": content}
     if mark:
-        block["cache_control"] = ephemeral()
-    return {"role": "user", "content": [block]}
+        block["cache_control"] = ephemeral(None if mark is True else mark)
+    return block
 
 
-def turns(count: int, *, mark_last: bool = False) -> list[dict[str, Any]]:
-    """``count`` alternating messages of one short block each, ending with a user turn."""
-    out: list[dict[str, Any]] = []
+def system_block(n: int, tag: str = "", ttl: Ttl | None = "5m") -> list[TextBlockParam]:
+    return [text_block(text(n, tag), mark=ttl or False)]
+
+
+def user(content: str, *, mark: bool = False) -> MessageParam:
+    return {"role": "user", "content": [text_block(content, mark=mark)]}
+
+
+def turns(count: int, *, mark: Literal["none", "last", "all"] = "none") -> list[MessageParam]:
+    """``count`` alternating messages of one short block each, ending with a user turn.
+
+    ``mark`` puts a cache breakpoint on the last message's block, or on every one.
+    """
+    out: list[MessageParam] = []
     for i in range(count):
-        role = "user" if (count - i) % 2 == 1 else "assistant"
-        out.append({"role": role, "content": [{"type": "text", "text": f"turn {i}"}]})
-    if mark_last:
-        out[-1]["content"][-1]["cache_control"] = ephemeral()
+        marked = mark == "all" or (mark == "last" and i == count - 1)
+        content = [text_block(f"turn {i}", mark=marked)]
+        if (count - i) % 2 == 1:
+            out.append({"role": "user", "content": content})
+        else:
+            out.append({"role": "assistant", "content": content})
     return out
 
 
-TOOL = {
+TOOL: ToolParam = {
     "name": "lookup",
     "description": "Look a ticket up.",
     "input_schema": {"type": "object", "properties": {"ticket": {"type": "string"}}},
 }
+
+
+def error_body(error: Exception) -> dict[str, Any]:
+    """The JSON body an SDK's status error carries (an object on every wire)."""
+    body = getattr(error, "body", None)
+    assert isinstance(body, dict), body
+    return body

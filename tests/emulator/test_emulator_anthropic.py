@@ -10,7 +10,19 @@ from typing import Any
 
 import anthropic
 import pytest
-from _emu_helpers import HAIKU_45, OPUS_41, TOOL, ephemeral, system_block, text, turns, user
+from _emu_helpers import (
+    HAIKU_45,
+    OPUS_41,
+    TOOL,
+    ephemeral,
+    error_body,
+    system_block,
+    text,
+    text_block,
+    turns,
+    user,
+)
+from anthropic.types import MessageParam, RawMessageStreamEvent
 
 from forkagent.emulator import Emulator, Latency, Reply, RunningServer, VirtualClock, tokens
 
@@ -19,7 +31,27 @@ def create(client: anthropic.Anthropic, **params: Any) -> anthropic.types.Messag
     params.setdefault("model", OPUS_41)
     params.setdefault("max_tokens", 64)
     params.setdefault("messages", [user("hello")])
-    return client.messages.create(**params)
+    reply = client.messages.create(**params)
+    assert isinstance(reply, anthropic.types.Message)
+    return reply
+
+
+def events(client: anthropic.Anthropic, **params: Any) -> list[RawMessageStreamEvent]:
+    """The events of a streamed ``create``."""
+    return list(
+        client.messages.create(**{"model": OPUS_41, "max_tokens": 64, **params, "stream": True})
+    )
+
+
+def read(reply: anthropic.types.Message) -> int:
+    """Tokens read from the cache (the emulator always reports the field)."""
+    assert reply.usage.cache_read_input_tokens is not None
+    return reply.usage.cache_read_input_tokens
+
+
+def written(reply: anthropic.types.Message) -> int:
+    assert reply.usage.cache_creation_input_tokens is not None
+    return reply.usage.cache_creation_input_tokens
 
 
 def test_rule_running_hash_tools_system_messages(claude: anthropic.Anthropic) -> None:
@@ -28,7 +60,7 @@ def test_rule_running_hash_tools_system_messages(claude: anthropic.Anthropic) ->
     messages = [user("question one", mark=True)]
     first = create(claude, tools=[TOOL], system=system, messages=messages)
     again = create(claude, tools=[TOOL], system=system, messages=messages)
-    assert first.usage.cache_creation_input_tokens == again.usage.cache_read_input_tokens > 1500
+    assert written(first) == read(again) > 1500
     changed = create(
         claude, tools=[TOOL], system=system, messages=[user("question two", mark=True)]
     )
@@ -47,17 +79,18 @@ def test_rule_cache_control_marker_is_not_hashed(claude: anthropic.Anthropic) ->
 def test_rule_tool_use_key_order_is_part_of_the_prefix(claude: anthropic.Anthropic) -> None:
     """Rule: hits need identical bytes, tool_use JSON key order included."""
 
-    def history(args: dict[str, Any]) -> list[dict[str, Any]]:
-        call = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": args}
-        result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
+    def history(args: dict[str, Any]) -> list[MessageParam]:
         return [
             user("look"),
-            {"role": "assistant", "content": [call]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": args}],
+            },
             {
                 "role": "user",
                 "content": [
-                    result,
-                    {"type": "text", "text": "go on", "cache_control": ephemeral()},
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"},
+                    text_block("go on", mark=True),
                 ],
             },
         ]
@@ -67,8 +100,8 @@ def test_rule_tool_use_key_order_is_part_of_the_prefix(claude: anthropic.Anthrop
     same = create(claude, tools=[TOOL], system=system, messages=history({"a": 1, "b": 2}))
     reordered = create(claude, tools=[TOOL], system=system, messages=history({"b": 2, "a": 1}))
     assert same.usage.cache_creation_input_tokens == 0
-    assert reordered.usage.cache_creation_input_tokens > 0
-    assert reordered.usage.cache_read_input_tokens < same.usage.cache_read_input_tokens
+    assert written(reordered) > 0
+    assert read(reordered) < read(same)
 
 
 def test_rule_writes_only_at_breakpoints(claude: anthropic.Anthropic, emu: Emulator) -> None:
@@ -84,21 +117,17 @@ def test_rule_writes_only_at_breakpoints(claude: anthropic.Anthropic, emu: Emula
 
 def test_rule_at_most_four_breakpoints(claude: anthropic.Anthropic) -> None:
     """Rule: at most 4 breakpoints per request; more is a 400 invalid_request_error."""
-    messages = turns(5)
-    for message in messages:
-        message["content"][0]["cache_control"] = ephemeral()
+    messages = turns(5, mark="all")
     with pytest.raises(anthropic.BadRequestError) as caught:
         create(claude, messages=messages)
-    assert caught.value.body["type"] == "error"
-    assert caught.value.body["error"]["type"] == "invalid_request_error"
-    assert "maximum of 4" in caught.value.body["error"]["message"]
+    assert error_body(caught.value)["type"] == "error"
+    assert error_body(caught.value)["error"]["type"] == "invalid_request_error"
+    assert "maximum of 4" in error_body(caught.value)["error"]["message"]
 
 
 def test_rule_automatic_caching_uses_one_of_four_slots(claude: anthropic.Anthropic) -> None:
     """Rule: a top-level cache_control marks the last cacheable block and uses one of the 4 slots."""
-    messages = turns(4)
-    for message in messages:
-        message["content"][0]["cache_control"] = ephemeral()
+    messages = turns(4, mark="all")
     with pytest.raises(anthropic.BadRequestError):
         create(claude, messages=messages, cache_control=ephemeral())
     history = [user(text(1500))]
@@ -116,7 +145,7 @@ def test_rule_reads_walk_back_twenty_blocks(
 ) -> None:
     """Rule: reads walk back over at most 20 block positions (the breakpoint counts as the first)."""
     create(claude, system=system_block(1500), messages=[user("start")])
-    messages = turns(added, mark_last=True)  # the breakpoint is `added` blocks after the entry
+    messages = turns(added, mark="last")  # the breakpoint is `added` blocks after the entry
     reply = create(claude, system=system_block(1500, ttl=None), messages=messages)
     assert (reply.usage.cache_read_input_tokens == 1500) is hit
     if not hit:
@@ -182,11 +211,12 @@ def test_rule_lifetime_counts_from_request_start(
 
 def test_rule_longer_ttl_must_come_first(claude: anthropic.Anthropic) -> None:
     """Rule: longer TTLs must come before shorter ones in one request (else 400)."""
-    messages = [user("question", mark=True)]
-    messages[0]["content"][0]["cache_control"] = ephemeral("1h")
+    messages: list[MessageParam] = [
+        {"role": "user", "content": [text_block("question", mark="1h")]}
+    ]
     with pytest.raises(anthropic.BadRequestError) as caught:
         create(claude, system=system_block(1500, ttl="5m"), messages=messages)
-    assert caught.value.body["error"]["type"] == "invalid_request_error"
+    assert error_body(caught.value)["error"]["type"] == "invalid_request_error"
     ok = create(claude, system=system_block(1500, ttl="1h"), messages=[user("question", mark=True)])
     assert ok.usage.cache_creation is not None
     assert ok.usage.cache_creation.ephemeral_1h_input_tokens == 1500
@@ -286,7 +316,7 @@ def test_rule_tool_choice_and_thinking_invalidate_the_messages_level(
     system = system_block(1500)
     create(claude, tools=[TOOL], system=system, messages=messages, **before)
     reply = create(claude, tools=[TOOL], system=system, messages=messages, **after)
-    tool_tokens = reply.usage.cache_read_input_tokens - 1500
+    tool_tokens = read(reply) - 1500
     assert tool_tokens > 0  # tools + system were read
     assert reply.usage.cache_creation_input_tokens == 1200
 
@@ -318,14 +348,14 @@ def test_rule_speed_invalidates_system_and_messages(claude: anthropic.Anthropic)
     tools = [{**TOOL, "description": text(1100), "cache_control": ephemeral()}]
     create(claude, tools=tools, system=system_block(1500))
     reply = create(claude, tools=tools, system=system_block(1500), speed="fast")
-    assert reply.usage.cache_read_input_tokens > 1100
+    assert read(reply) > 1100
     assert reply.usage.cache_creation_input_tokens == 1500
 
 
 def test_rule_usage_fields(claude: anthropic.Anthropic) -> None:
     """Rule: input_tokens counts only tokens after the last breakpoint; the three add up to the prompt."""
     system = system_block(1500, ttl="1h")
-    messages = [
+    messages: list[MessageParam] = [
         user(text(300, "mid"), mark=True),
         {"role": "assistant", "content": "ok"},
         user("tail text"),
@@ -351,9 +381,9 @@ def test_rule_usage_fields(claude: anthropic.Anthropic) -> None:
 def test_rule_streaming_usage_in_message_start(claude: anthropic.Anthropic) -> None:
     """Rule: when streaming, the cache usage is in message_start."""
     create(claude, system=system_block(1500))
-    events = list(create(claude, system=system_block(1500), stream=True))
-    assert (events[0].type, events[-1].type) == ("message_start", "message_stop")
-    start = events[0]
+    streamed = events(claude, system=system_block(1500), messages=[user("hello")])
+    assert (streamed[0].type, streamed[-1].type) == ("message_start", "message_stop")
+    start = streamed[0]
     assert start.type == "message_start"
     assert start.message.usage.cache_read_input_tokens == 1500
     with claude.messages.stream(

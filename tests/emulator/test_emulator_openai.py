@@ -4,12 +4,12 @@ official ``openai`` SDK over loopback HTTP. Each test names the rule it checks."
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import openai
 import pytest
 from _emu_helpers import ephemeral, text
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
 from forkagent.emulator import Emulator, Latency, Reply, RunningServer, VirtualClock, tokens
 
@@ -20,7 +20,20 @@ def chat(client: openai.OpenAI, prompt: str, **params: Any) -> ChatCompletion:
         {"role": "system", "content": prompt},
         {"role": "user", "content": "hello"},
     ]
-    return client.chat.completions.create(messages=messages, **params)
+    reply = client.chat.completions.create(messages=messages, **params)
+    assert isinstance(reply, ChatCompletion)
+    return reply
+
+
+def chunks_of(client: openai.OpenAI, prompt: str, **params: Any) -> list[ChatCompletionChunk]:
+    """The chunks of a streamed ``chat``."""
+    stream = client.chat.completions.create(
+        model="gpt-4.1",
+        messages=[{"role": "system", "content": prompt}, {"role": "user", "content": "hello"}],
+        stream=True,
+        **params,
+    )
+    return list(stream)
 
 
 def cached(reply: ChatCompletion) -> int:
@@ -93,14 +106,16 @@ def test_rule_openai_tools_and_schema_are_part_of_the_prefix(oai: openai.OpenAI)
     assert cached(chat(oai, prompt, tools=[tool])) >= 1024
     other = {"type": "function", "function": {"name": "search", "description": text(1200, "tool")}}
     assert cached(chat(oai, prompt, tools=[other])) == 0
-    schema = {
-        "type": "json_schema",
-        "json_schema": {"name": "out", "schema": {"description": text(1200)}},
-    }
-    chat(oai, prompt, response_format=schema)
-    assert cached(chat(oai, prompt, response_format=schema)) >= 1024
-    schema["json_schema"]["name"] = "other"
-    assert cached(chat(oai, prompt, response_format=schema)) == 0
+
+    def schema(name: str) -> dict[str, Any]:
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": {"description": text(1200)}},
+        }
+
+    chat(oai, prompt, response_format=schema("out"))
+    assert cached(chat(oai, prompt, response_format=schema("out"))) >= 1024
+    assert cached(chat(oai, prompt, response_format=schema("other"))) == 0
 
 
 def test_rule_openai_retention_24h(oai: openai.OpenAI, clock: VirtualClock) -> None:
@@ -117,7 +132,7 @@ def test_rule_openai_streaming_usage(oai: openai.OpenAI) -> None:
     """Rule (OpenAI): streamed usage (stream_options.include_usage) carries cached_tokens."""
     prompt = text(1500)
     chat(oai, prompt)
-    chunks = list(chat(oai, prompt, stream=True, stream_options={"include_usage": True}))
+    chunks = chunks_of(oai, prompt, stream_options={"include_usage": True})
     assert chunks[-1].choices == []
     usage = chunks[-1].usage
     assert usage is not None
@@ -136,10 +151,11 @@ def test_openai_tool_calls_round_trip(oai: openai.OpenAI, emu: Emulator) -> None
     call = reply.choices[0].message.tool_calls
     assert reply.choices[0].finish_reason == "tool_calls"
     assert call is not None
+    assert call[0].type == "function"
     assert call[0].function.name == "lookup"
     assert call[0].function.arguments == '{"ticket":"T-1"}'
     emu.script(Reply(tool_calls=(ToolCall("lookup", {"ticket": "T-2"}),)))
-    chunks = list(chat(oai, "sys", stream=True))
+    chunks = chunks_of(oai, "sys")
     arguments = "".join(
         tc.function.arguments or ""
         for c in chunks
@@ -259,12 +275,16 @@ def test_rule_openai_breakpoint_settings_are_checked(
         gpt56(oai, [{"role": "user", "content": [part]}], mode=mode)
 
 
-def qwen_messages(prefix: str, question: str, *, marks: int = 1) -> list[dict[str, Any]]:
-    system = {"type": "text", "text": prefix, "cache_control": ephemeral()}
-    return [
+def qwen_messages(
+    prefix: str, question: str, *, marks: int = 1
+) -> list[ChatCompletionMessageParam]:
+    """DashScope's explicit cache: a ``cache_control`` mark on a content part (not in the SDK's types)."""
+    system: dict[str, Any] = {"type": "text", "text": prefix, "cache_control": ephemeral()}
+    messages = [
         {"role": "system", "content": [system]},
         {"role": "user", "content": [{"type": "text", "text": question}]},
     ]
+    return cast(list[ChatCompletionMessageParam], messages)
 
 
 def dashscope_details(reply: ChatCompletion) -> dict[str, Any]:
@@ -363,11 +383,11 @@ async def test_rule_dashscope_cache_created_after_the_response_ends(server: Runn
         stream = await client.chat.completions.create(
             model="qwen-plus", messages=messages, stream=True
         )
-        await stream.__anext__()
-        during = await client.chat.completions.create(model="qwen-plus", messages=messages)  # type: ignore[arg-type]
+        await anext(aiter(stream))
+        during = await client.chat.completions.create(model="qwen-plus", messages=messages)
         async for _ in stream:
             pass
-        after = await client.chat.completions.create(model="qwen-plus", messages=messages)  # type: ignore[arg-type]
+        after = await client.chat.completions.create(model="qwen-plus", messages=messages)
     assert dashscope_details(during)["cached_tokens"] == 0
     assert dashscope_details(after)["cached_tokens"] > 1500
 

@@ -12,7 +12,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from _emu_helpers import OPUS_41, system_block, text, user
+from _emu_helpers import OPUS_41, error_body, system_block, text, user
 from typer.testing import CliRunner
 
 from forkagent.cli import app as cli_app
@@ -61,7 +61,9 @@ def http(
 
 
 def create(client: anthropic.Anthropic, **params: Any) -> anthropic.types.Message:
-    return client.messages.create(**{**MESSAGES_BODY, **params})
+    reply = client.messages.create(**{**MESSAGES_BODY, **params})
+    assert isinstance(reply, anthropic.types.Message)
+    return reply
 
 
 def test_rate_limit_fault_has_retry_after_in_each_shape(
@@ -71,7 +73,7 @@ def test_rate_limit_fault_has_retry_after_in_each_shape(
     with pytest.raises(anthropic.RateLimitError) as caught:
         create(claude)
     assert caught.value.response.headers["retry-after"] == "7"
-    assert caught.value.body["error"]["type"] == "rate_limit_error"  # type: ignore[index]
+    assert error_body(caught.value)["error"]["type"] == "rate_limit_error"
     with pytest.raises(openai.RateLimitError) as limited:
         oai.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "x"}])
     assert limited.value.response.headers["retry-after"] == "7"
@@ -90,7 +92,7 @@ def test_overloaded_and_server_errors(
     assert overloaded.value.status_code == 529
     with pytest.raises(anthropic.InternalServerError) as failed:
         create(claude)
-    assert failed.value.body["error"]["type"] == "api_error"  # type: ignore[index]
+    assert error_body(failed.value)["error"]["type"] == "api_error"
     with pytest.raises(openai.InternalServerError) as busy:
         oai.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "x"}])
     assert busy.value.status_code == 503
@@ -109,7 +111,7 @@ def test_cut_stream_and_dropped_connection(claude: anthropic.Anthropic, emu: Emu
     seen: list[str] = []
 
     def consume() -> None:
-        for event in create(claude, stream=True):
+        for event in claude.messages.create(**{**MESSAGES_BODY, "stream": True}):
             seen.append(event.type)
 
     with pytest.raises(Exception) as cut:  # noqa: PT011 - the SDK surfaces the transport's own error
