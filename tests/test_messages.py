@@ -28,6 +28,7 @@ from forkagent.messages import (
     tool_result,
     user,
 )
+from forkagent.testing import wire
 
 # -- strategies (shared in spirit with the fork-invariant suite) --------------------------------
 
@@ -117,7 +118,7 @@ def test_round_trip_keeps_signatures_key_order_and_raw_arguments() -> None:
     restored = back[1].content[1]
     assert isinstance(restored, ToolUseBlock)
     assert list(restored.input) == ["z", "a"]  # providers hash key order
-    assert list(restored.input["a"]) == ["y", "b"]
+    assert list(wire(restored.input)["a"]) == ["y", "b"]
     assert restored.raw_arguments == '{"z":'
     assert back[1].content[0] == ThinkingBlock(thinking="hmm", signature="sig==")
     assert back[2].origin == "tool"

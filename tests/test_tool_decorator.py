@@ -9,7 +9,8 @@ from typing import Literal
 import pytest
 
 from forkagent.errors import ToolError
-from forkagent.messages import TextBlock
+from forkagent.messages import JsonValue, TextBlock
+from forkagent.testing import wire
 from forkagent.tools import FunctionTool, Tool, ToolContext, as_tool, tool
 
 
@@ -62,7 +63,7 @@ def test_description_comes_from_the_docstring_without_params() -> None:
 
 
 def test_schema_from_hints_and_docstring() -> None:
-    schema = lookup.input_schema
+    schema = wire(lookup.input_schema)
     assert schema["type"] == "object"
     assert schema["required"] == ["ticket"]
     props = schema["properties"]
@@ -78,9 +79,9 @@ def test_schema_from_hints_and_docstring() -> None:
 
 
 def test_context_parameter_is_hidden() -> None:
-    assert list(where_am_i.input_schema["properties"]) == ["suffix"]
+    assert list(wire(where_am_i.input_schema)["properties"]) == ["suffix"]
     assert "required" not in where_am_i.input_schema
-    assert list(optional_ctx.input_schema["properties"]) == ["x"]
+    assert list(wire(optional_ctx.input_schema)["properties"]) == ["x"]
 
 
 def test_spec_is_what_the_model_sees() -> None:
@@ -112,7 +113,7 @@ async def test_async_function_receives_the_context(ctx: ToolContext) -> None:
     ],
 )
 async def test_invalid_arguments_raise_tool_error(
-    ctx: ToolContext, args: dict[str, object], fragment: str
+    ctx: ToolContext, args: dict[str, JsonValue], fragment: str
 ) -> None:
     with pytest.raises(ToolError, match="invalid arguments") as raised:
         await lookup.call(args, ctx)
@@ -225,6 +226,7 @@ answer: str = lookup("T-7", limit=2)
 def test_a_wrong_call_of_a_decorated_function_is_reported(tmp_path: Path) -> None:
     program = """
 from forkagent import tool
+from forkagent.messages import JsonValue
 
 @tool
 def lookup(ticket: str) -> str:

@@ -7,13 +7,20 @@ the child's. Every adapter renders from these types and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Annotated, Any, Literal, TypeAlias
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-JsonValue: TypeAlias = Any
-"""A JSON-compatible value (dict/list/str/int/float/bool/None)."""
+if TYPE_CHECKING:
+    JsonValue: TypeAlias = (
+        Mapping[str, "JsonValue"] | Sequence["JsonValue"] | str | int | float | bool | None
+    )
+    """A JSON value. Read-only containers, so a ``dict[str, list[str]]`` or a list of
+    bodies is one without a copy; code that reads one narrows it with ``isinstance``."""
+else:
+    # At run time pydantic's recursive alias validates the same values (into dicts and lists).
+    from pydantic import JsonValue
 
 
 class _Frozen(BaseModel):

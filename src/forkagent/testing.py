@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
+from typing import Any
 
 from ._orchestration.fork import FORK_TAG, is_fork_history
 from .events import NOTIFICATION_TAG
@@ -24,6 +26,15 @@ def reply(*parts: str | ToolUseBlock) -> AssistantMessage:
     )
 
 
+def wire(value: Mapping[str, JsonValue]) -> Any:
+    """A JSON object (a rendered request body, a tool's schema) for a test to index freely.
+
+    ``JsonValue`` makes every read narrow its type first; a test would rather index
+    ``body["messages"][0]["content"]`` and let its assertions check the shape.
+    """
+    return value
+
+
 __all__ = [
     "FORK_TAG",
     "NOTIFICATION_TAG",
@@ -32,4 +43,5 @@ __all__ = [
     "is_fork_history",
     "reply",
     "tool_call",
+    "wire",
 ]

@@ -44,7 +44,9 @@ def engineer(request: ModelRequest) -> AssistantMessage | str:
         path = results[-1].splitlines()[-1]  # "Found 1 file\n<path>"
         return reply(tool_call("Read", file_path=path))
     if step == 2:
-        path = request.messages[-2].tool_uses[0].input["file_path"]  # type: ignore[union-attr]
+        message = request.messages[-2]
+        assert isinstance(message, AssistantMessage)
+        path = str(message.tool_uses[0].input["file_path"])
         numbered = next(line for line in results[-1].splitlines() if "TODO" in line)
         old = re.sub(r"^\s*\d+\t", "", numbered)  # strip Read's line-number prefix
         new = re.sub(r"a - b\s+# TODO.*", "a + b", old)

@@ -39,7 +39,7 @@ LOOKUP = ToolSpec(
 )
 
 
-def rich_request(model: str, **settings: JsonValue) -> ModelRequest:
+def rich_request(model: str, **settings: object) -> ModelRequest:
     """A history with everything an adapter must map: thinking, parallel calls, images, errors."""
     history: tuple[Message, ...] = (
         user("Compare tickets A and B.", ImageBlock(media_type="image/png", data=PNG)),

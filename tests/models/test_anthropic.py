@@ -14,7 +14,7 @@ from forkagent.errors import (
     OverloadedError,
     StreamInterruptedError,
 )
-from forkagent.messages import TextBlock, ThinkingBlock, ToolUseBlock, assistant, user
+from forkagent.messages import JsonValue, TextBlock, ThinkingBlock, ToolUseBlock, assistant, user
 from forkagent.models import Model, ResponseComplete, TextDelta, ToolUseStarted
 from forkagent.models._retry import RetryPolicy
 from forkagent.models.anthropic import (
@@ -26,6 +26,7 @@ from forkagent.models.anthropic import (
     render_request,
 )
 from forkagent.requests import BlockPosition, ModelRequest, ModelSettings
+from forkagent.testing import wire
 
 from ._helpers import (
     FAST,
@@ -60,13 +61,15 @@ def test_wire_request_matches_golden() -> None:
     request = rich_request(
         MODEL, thinking=THINKING, cache_ttl="1h", extra={"metadata": {"user_id": "u-1"}}
     )
-    assert_golden("anthropic_request", render_request(request, previous_message_id="msg_prev"))
+    assert_golden(
+        "anthropic_request", wire(render_request(request, previous_message_id="msg_prev"))
+    )
 
 
 def test_breakpoints_after_system_at_previous_request_end_shared_prefix_end_and_last_block() -> (
     None
 ):
-    body = render_request(rich_request(MODEL))
+    body = wire(render_request(rich_request(MODEL)))
     # messages[2][2] ends the previous request (the last block before the last assistant message)
     assert _marked(body) == ["system[1]", "messages[2][1]", "messages[2][2]", "messages[4][0]"]
     assert body["system"][1]["cache_control"] == {"type": "ephemeral"}
@@ -74,7 +77,7 @@ def test_breakpoints_after_system_at_previous_request_end_shared_prefix_end_and_
 
 def test_without_a_system_prompt_the_last_tool_carries_the_prefix_breakpoint() -> None:
     request = ModelRequest(model=MODEL, tools=(LOOKUP, LOOKUP), messages=(user("hi"),))
-    assert _marked(render_request(request)) == ["tools[1]", "messages[0][0]"]
+    assert _marked(wire(render_request(request))) == ["tools[1]", "messages[0][0]"]
 
 
 def test_a_thinking_block_hands_its_breakpoint_to_the_block_before_it() -> None:
@@ -87,12 +90,12 @@ def test_a_thinking_block_hands_its_breakpoint_to_the_block_before_it() -> None:
         ),
         shared_prefix_end=BlockPosition(message=1, block=0),
     )
-    assert _marked(render_request(request)) == ["messages[0][0]", "messages[2][0]"]
+    assert _marked(wire(render_request(request))) == ["messages[0][0]", "messages[2][0]"]
 
 
 def test_automatic_caching_in_extra_takes_the_last_blocks_slot() -> None:
     request = rich_request(MODEL, extra={"cache_control": {"type": "ephemeral"}})
-    body = render_request(request)
+    body = wire(render_request(request))
     assert _marked(body) == ["system[1]", "messages[2][1]", "messages[2][2]"]
     assert body["cache_control"] == {"type": "ephemeral"}  # four breakpoints in all
 
@@ -106,13 +109,13 @@ async def test_automatic_caching_in_extra_is_accepted_by_the_api(
 
 
 def test_one_hour_ttl_marks_every_breakpoint() -> None:
-    body = render_request(rich_request(MODEL, cache_ttl="1h"))
+    body = wire(render_request(rich_request(MODEL, cache_ttl="1h")))
     assert body["system"][1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert body["messages"][4]["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
 
 
 def test_thinking_goes_back_verbatim_and_unsigned_thinking_is_left_out() -> None:
-    body = render_request(rich_request(MODEL))
+    body = wire(render_request(rich_request(MODEL)))
     assert body["messages"][1]["content"][0] == {
         "type": "thinking",
         "thinking": "Both tickets are needed.",
@@ -123,7 +126,7 @@ def test_thinking_goes_back_verbatim_and_unsigned_thinking_is_left_out() -> None
         "data": "opaque-redacted",
     }
     foreign = ModelRequest(model=MODEL, messages=(assistant(ThinkingBlock(thinking="x"), "y"),))
-    assert render_request(foreign)["messages"][0]["content"] == [
+    assert wire(render_request(foreign))["messages"][0]["content"] == [
         {"type": "text", "text": "y", "cache_control": {"type": "ephemeral"}}
     ]
 
@@ -131,7 +134,7 @@ def test_thinking_goes_back_verbatim_and_unsigned_thinking_is_left_out() -> None
 def test_prewarm_is_refused_locally_where_the_api_refuses_it() -> None:
     plain = rich_request(MODEL)
     assert can_prewarm(plain)
-    assert render_request(plain, max_tokens=0)["max_tokens"] == 0
+    assert wire(render_request(plain, max_tokens=0))["max_tokens"] == 0
     assert not can_prewarm(rich_request(MODEL, thinking=THINKING))
     assert not can_prewarm(rich_request(MODEL, tool_choice="lookup"))
 
@@ -182,7 +185,15 @@ def test_cache_writes_without_a_ttl_split_count_as_five_minutes() -> None:
     assert (usage.cache_write_5m_tokens, usage.cache_write_1h_tokens) == (40, 0)
 
 
-def _stream_events(json_pieces: list[str]) -> list[dict[str, object]]:
+def _stream_events(json_pieces: list[str]) -> list[dict[str, JsonValue]]:
+    deltas: list[dict[str, JsonValue]] = [
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": piece},
+        }
+        for piece in json_pieces
+    ]
     return [
         {
             "type": "message_start",
@@ -196,14 +207,7 @@ def _stream_events(json_pieces: list[str]) -> list[dict[str, object]]:
             "index": 1,
             "content_block": {"type": "tool_use", "id": "t", "name": "lookup", "input": {}},
         },
-        *[
-            {
-                "type": "content_block_delta",
-                "index": 1,
-                "delta": {"type": "input_json_delta", "partial_json": p},
-            }
-            for p in json_pieces
-        ],
+        *deltas,
         {"type": "content_block_stop", "index": 1},
         {
             "type": "message_delta",

@@ -31,6 +31,7 @@ from forkagent.models.gemini import (
     shared_contents,
 )
 from forkagent.requests import BlockPosition, ModelRequest, ModelSettings, ThinkingConfig
+from forkagent.testing import wire
 
 from ._helpers import (
     FAST,
@@ -55,7 +56,7 @@ def _roles(body: dict[str, Any]) -> list[str]:
 
 
 def test_wire_request_matches_golden() -> None:
-    assert_golden("gemini_request", render_request(rich_request(MODEL, thinking=THINKING)))
+    assert_golden("gemini_request", wire(render_request(rich_request(MODEL, thinking=THINKING))))
 
 
 def test_consecutive_turns_of_one_role_are_merged() -> None:
@@ -63,13 +64,13 @@ def test_consecutive_turns_of_one_role_are_merged() -> None:
         model=MODEL,
         messages=(user("a"), user("b"), assistant("c"), assistant("d"), user("e")),
     )
-    body = render_request(request)
+    body = wire(render_request(request))
     assert _roles(body) == ["user", "model", "user"]
     assert body["contents"][0]["parts"] == [{"text": "a"}, {"text": "b"}]
 
 
 def test_function_responses_are_named_by_their_call_and_come_first() -> None:
-    parts = render_request(rich_request(MODEL))["contents"][2]["parts"]
+    parts = wire(render_request(rich_request(MODEL)))["contents"][2]["parts"]
     assert parts[0] == {
         "functionResponse": {
             "id": "call_a",
@@ -102,7 +103,7 @@ def test_thought_signatures_survive_a_round_trip() -> None:
         ThinkingBlock(thinking="", signature="s3"),
     )
     assert response.stop_reason == "tool_use"
-    again = render_request(ModelRequest(model=MODEL, messages=(user("go"), response.message)))
+    again = wire(render_request(ModelRequest(model=MODEL, messages=(user("go"), response.message))))
     assert again["contents"][1]["parts"] == parts
 
 
@@ -129,7 +130,7 @@ def test_calls_without_an_id_get_one_from_the_response() -> None:
 )  # fmt: skip
 def test_thinking_settings(thinking: ThinkingConfig, config: dict[str, Any]) -> None:
     request = ModelRequest(model=MODEL, settings=ModelSettings(thinking=thinking))
-    assert render_request(request)["generationConfig"]["thinkingConfig"] == config
+    assert wire(render_request(request))["generationConfig"]["thinkingConfig"] == config
 
 
 def _fork(directive_in_same_message: bool) -> ModelRequest:
@@ -159,7 +160,7 @@ def test_the_cached_part_ends_before_a_content_that_leaves_the_shared_prefix() -
 
 def test_a_request_on_a_cached_prefix_sends_only_the_rest() -> None:
     request = _fork(directive_in_same_message=True)
-    body = render_request(request, cached=CachedPrefix(name="cachedContents/c1", contents=2))
+    body = wire(render_request(request, cached=CachedPrefix(name="cachedContents/c1", contents=2)))
     assert "systemInstruction" not in body
     assert "tools" not in body
     assert body["cachedContent"] == "cachedContents/c1"

@@ -22,6 +22,7 @@ from forkagent.models.openai import (
     takes_breakpoints,
 )
 from forkagent.requests import BlockPosition, ModelRequest, ModelSettings
+from forkagent.testing import wire
 
 from ._helpers import (
     FAST,
@@ -50,11 +51,11 @@ def test_wire_request_matches_golden(
     name: str, model: str, dialect: ChatDialect, extra: dict[str, Any]
 ) -> None:
     request = rich_request(model, extra=extra)
-    assert_golden(name, render_request(request, dialect, stream=True))
+    assert_golden(name, wire(render_request(request, dialect, stream=True)))
 
 
 def test_tool_results_become_tool_messages_and_their_images_a_user_message() -> None:
-    messages = render_request(rich_request("gpt-4.1"), OPENAI)["messages"]
+    messages = wire(render_request(rich_request("gpt-4.1"), OPENAI))["messages"]
     assert [m["role"] for m in messages] == [
         "system", "user", "assistant", "tool", "tool", "user", "assistant", "user"
     ]  # fmt: skip
@@ -71,19 +72,19 @@ def test_tool_results_become_tool_messages_and_their_images_a_user_message() -> 
 
 
 def test_tool_call_arguments_keep_key_order_or_the_models_raw_text() -> None:
-    calls = render_request(rich_request("gpt-4.1"), OPENAI)["messages"][2]["tool_calls"]
+    calls = wire(render_request(rich_request("gpt-4.1"), OPENAI))["messages"][2]["tool_calls"]
     assert [c["function"]["arguments"] for c in calls] == ['{"key":"A","deep":true}', '{"key": "B"']
 
 
 def test_only_openai_gets_the_cache_routing_key() -> None:
     request = rich_request("m")
-    assert render_request(request, OPENAI)["prompt_cache_key"] == "family-1"
+    assert wire(render_request(request, OPENAI))["prompt_cache_key"] == "family-1"
     for dialect in (DASHSCOPE, DEEPSEEK, VLLM):
-        assert "prompt_cache_key" not in render_request(request, dialect)
+        assert "prompt_cache_key" not in wire(render_request(request, dialect))
 
 
 def test_dashscope_markers_sit_where_anthropic_puts_its_breakpoints() -> None:
-    messages = render_request(rich_request("qwen-plus"), DASHSCOPE)["messages"]
+    messages = wire(render_request(rich_request("qwen-plus"), DASHSCOPE))["messages"]
     marked = [
         (i, j)
         for i, m in enumerate(messages)
@@ -108,11 +109,11 @@ def _breakpoints(body: dict[str, Any]) -> list[tuple[int, int]]:
 
 
 def test_newer_openai_models_get_explicit_breakpoints_where_dashscope_gets_markers() -> None:
-    body = render_request(rich_request("gpt-5.6"), OPENAI)
+    body = wire(render_request(rich_request("gpt-5.6"), OPENAI))
     assert body["prompt_cache_options"] == {"mode": "explicit"}
     assert _breakpoints(body) == [(0, 1), (4, 0), (5, 1), (7, 0)]
     assert all(isinstance(m["content"], list) for m in body["messages"] if m["content"] is not None)
-    older = render_request(rich_request("gpt-4.1"), OPENAI)
+    older = wire(render_request(rich_request("gpt-4.1"), OPENAI))
     assert "prompt_cache_options" not in older
     assert _breakpoints(older) == []
 
@@ -135,14 +136,14 @@ def test_breakpoints_are_for_gpt_5_6_and_later(model: str, takes: bool) -> None:
 
 def test_thinking_goes_back_only_where_the_dialect_takes_it() -> None:
     request = rich_request("m")
-    assert "reasoning_content" not in render_request(request, OPENAI)["messages"][2]
-    assert render_request(request, DEEPSEEK)["messages"][2]["reasoning_content"] == (
+    assert "reasoning_content" not in wire(render_request(request, OPENAI))["messages"][2]
+    assert wire(render_request(request, DEEPSEEK))["messages"][2]["reasoning_content"] == (
         "Both tickets are needed."
     )
 
 
 @pytest.mark.parametrize(
-    ("choice", "wire"),
+    ("choice", "expected"),
     [
         ("auto", "auto"),
         ("none", "none"),
@@ -150,9 +151,9 @@ def test_thinking_goes_back_only_where_the_dialect_takes_it() -> None:
         ("lookup", {"type": "function", "function": {"name": "lookup"}}),
     ],
 )
-def test_tool_choice(choice: str, wire: object) -> None:
+def test_tool_choice(choice: str, expected: object) -> None:
     request = ModelRequest(model="m", settings=ModelSettings(tool_choice=choice))
-    assert render_request(request, OPENAI)["tool_choice"] == wire
+    assert wire(render_request(request, OPENAI))["tool_choice"] == expected
 
 
 @pytest.mark.parametrize(

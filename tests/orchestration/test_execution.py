@@ -13,7 +13,7 @@ from forkagent._orchestration.runtime import RuntimeOptions
 from forkagent.agents import AgentDefinition
 from forkagent.errors import AgentSpawnError
 from forkagent.events import NOTIFICATION_TAG, AgentMovedToBackground, NotificationDelivered
-from forkagent.messages import Message, TextBlock, UserMessage
+from forkagent.messages import JsonValue, Message, TextBlock, ToolUseBlock, UserMessage
 from forkagent.requests import ModelRequest
 from forkagent.testing import reply, tool_call
 from forkagent.tools import tool
@@ -194,12 +194,12 @@ async def test_run_in_background_alone_decides(
     tmp_path: Path, kind: str, run_in_background: bool | None
 ) -> None:
     events = Events()
-    args: dict[str, object] = {"prompt": "work"}
+    args: dict[str, JsonValue] = {"prompt": "work"}
     if kind == "fork":
         args["fork"] = True
     if run_in_background is not None:
         args["run_in_background"] = run_in_background
-    model = tree_model([reply(tool_call("Agent", id="a", **args))])
+    model = tree_model([reply(ToolUseBlock(id="a", name="Agent", input=args))])
     async with make_agent(model, tmp_path, subagents=True, listeners=[events]).session() as session:
         first = await session.send("go")
         [started] = [e for e in events.started if e.parent_id is not None]
@@ -229,7 +229,7 @@ async def test_a_definitions_background_default_yields_to_the_call(
     args: dict[str, object] = {"prompt": "watch", "subagent_type": "watcher"}
     if run_in_background is not None:
         args["run_in_background"] = run_in_background
-    model = tree_model([reply(tool_call("Agent", id="a", **args))])
+    model = tree_model([reply(ToolUseBlock(id="a", name="Agent", input=args))])
     agent = make_agent(model, tmp_path, subagents=True, agents=[watcher], listeners=[events])
     async with agent.session() as session:
         await session.send("go")

@@ -13,7 +13,7 @@ from forkagent._orchestration.runtime import RuntimeOptions
 from forkagent.errors import AgentLimitError, AgentSpawnError, ToolError
 from forkagent.events import ToolFinished
 from forkagent.hooks import HookInput, Hooks
-from forkagent.messages import ToolUseBlock
+from forkagent.messages import JsonValue, ToolUseBlock
 from forkagent.models.function import Reply
 from forkagent.requests import ModelRequest
 from forkagent.testing import reply, tool_call
@@ -21,7 +21,7 @@ from forkagent.tools.spawn import SpawnRequest
 
 from ._support import Events, is_child, make_agent, results_by_id, tree_model, turn_of
 
-SPAWN_KINDS: list[dict[str, object]] = [
+SPAWN_KINDS: list[dict[str, JsonValue]] = [
     {"fork": True},
     {"fork": True, "run_in_background": True},
     {"subagent_type": "general-purpose"},
@@ -36,7 +36,11 @@ SPAWN_KINDS: list[dict[str, object]] = [
 def _attempts(turn: int, per_turn: int) -> list[ToolUseBlock]:
     kinds = itertools.cycle(SPAWN_KINDS)
     return [
-        tool_call("Agent", id=f"spawn-{turn}-{i}", prompt=f"help {turn}.{i}", **next(kinds))
+        ToolUseBlock(
+            id=f"spawn-{turn}-{i}",
+            name="Agent",
+            input={"prompt": f"help {turn}.{i}", **next(kinds)},
+        )
         for i in range(per_turn)
     ]
 

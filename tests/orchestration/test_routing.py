@@ -9,9 +9,9 @@ import pytest
 from forkagent._orchestration.routing import GENERAL_PURPOSE, ForkGate, decide_route
 from forkagent._orchestration.runtime import RuntimeOptions
 from forkagent.agents import AgentDefinition
-from forkagent.messages import AssistantMessage
+from forkagent.messages import AssistantMessage, JsonValue
 from forkagent.requests import ModelRequest
-from forkagent.testing import reply, tool_call
+from forkagent.testing import reply, tool_call, wire
 from forkagent.tools.agent_tool import AgentTool
 
 from ._support import Events, make_agent, results_by_id, tree_model
@@ -92,7 +92,7 @@ def test_the_gate(enabled: bool, coordinator: bool, interactive: bool, is_open: 
     assert ForkGate(enabled, coordinator, interactive).open is is_open
 
 
-def _agent_spec(request: ModelRequest) -> dict[str, object]:
+def _agent_spec(request: ModelRequest) -> dict[str, JsonValue]:
     [spec] = [t for t in request.tools if t.name == "Agent"]
     return spec.input_schema
 
@@ -132,8 +132,8 @@ async def test_the_fork_field_exists_only_where_forking_is_available(
 def test_agent_tool_schema_trimming_is_fixed_at_construction() -> None:
     with_fork = AgentTool(fork_available=True)
     without = AgentTool(fork_available=False)
-    assert "fork" in with_fork.input_schema["properties"]
-    assert "fork" not in without.input_schema["properties"]
+    assert "fork" in wire(with_fork.input_schema)["properties"]
+    assert "fork" not in wire(without.input_schema)["properties"]
     assert with_fork.input_schema["required"] == ["prompt"]
     assert with_fork.spec() == AgentTool(fork_available=True).spec()  # same bytes every time
 

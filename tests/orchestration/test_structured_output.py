@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
 from forkagent import Agent, ForkParams, OutputError
-from forkagent.messages import JsonValue, ToolResultBlock
+from forkagent.messages import JsonValue, ToolResultBlock, ToolUseBlock
 from forkagent.requests import ModelRequest
 from forkagent.testing import FunctionModel, ScriptedModel, reply, tool_call
 
@@ -97,7 +97,7 @@ async def test_ending_the_turn_without_the_tool_is_a_retry_too() -> None:
 async def test_dataclasses_typeddicts_and_plain_types_work(
     output_type: type[object], arguments: dict[str, JsonValue], expected: object
 ) -> None:
-    model = ScriptedModel([reply(tool_call("final_result", **arguments))])
+    model = ScriptedModel([reply(ToolUseBlock(id="final", name="final_result", input=arguments))])
     agent = Agent(model=model, output_type=output_type, subagents=False, builtin_tools=False)
     assert (await agent.run("go")).output == expected
 

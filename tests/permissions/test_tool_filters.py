@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from forkagent.errors import ConfigurationError
+from forkagent.messages import JsonValue
 from forkagent.permissions import (
     AllowAll,
     AllowTools,
@@ -82,7 +83,7 @@ class TestReadOnlyFilter:
         assert "may only read" in decision.reason
 
     @pytest.mark.parametrize("args", [{}, {"command": ["ls"]}, {"arguments": {"command": "ls"}}])
-    def test_shell_needs_a_top_level_command_string(self, args: dict[str, object]) -> None:
+    def test_shell_needs_a_top_level_command_string(self, args: dict[str, JsonValue]) -> None:
         assert not self.filter.check("Bash", args).allowed
 
     @pytest.mark.parametrize("name", ["Write", "Edit", "Agent", "WebFetch"])
@@ -185,14 +186,19 @@ class TestMemoryDirFilter:
     @pytest.mark.parametrize("key", ["arguments", "input", "params"])
     @pytest.mark.parametrize("name", ["Write", "Read", "Bash"])
     def test_envelope_wrapped_arguments_are_denied(self, memory: Path, key: str, name: str) -> None:
-        inner = {"file_path": str(memory / "x.md"), "command": "ls", "content": "x"}
-        for args in ({key: inner}, {**inner, key: {}}):
+        inner: dict[str, JsonValue] = {
+            "file_path": str(memory / "x.md"),
+            "command": "ls",
+            "content": "x",
+        }
+        wrapped: list[dict[str, JsonValue]] = [{key: inner}, {**inner, key: {}}]
+        for args in wrapped:
             decision = MemoryDirFilter(memory).check(name, args)
             assert not decision.allowed
             assert "top level" in decision.reason
 
     @pytest.mark.parametrize("value", [None, 3, "", ["/x"]])
-    def test_file_path_must_be_a_string(self, memory: Path, value: object) -> None:
+    def test_file_path_must_be_a_string(self, memory: Path, value: JsonValue) -> None:
         assert not MemoryDirFilter(memory).check("Write", {"file_path": value}).allowed
 
     def test_nul_byte_and_the_directory_itself_are_denied(self, memory: Path) -> None:

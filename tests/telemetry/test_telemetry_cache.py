@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from forkagent.messages import Message, assistant, user
+from forkagent.messages import JsonValue, Message, assistant, user
 from forkagent.models.base import ModelProfile
 from forkagent.requests import ModelRequest, ModelSettings, ToolSpec, request_blocks
 from forkagent.telemetry.cache import block_sizes, explain
@@ -211,7 +211,10 @@ def test_a_launch_before_the_cache_existed(warmup: str, word: str) -> None:
 
 
 def test_the_providers_own_diagnosis_is_surfaced() -> None:
-    diagnosis = {"type": "messages_changed", "cache_missed_input_tokens": 1200}
+    diagnosis: dict[str, JsonValue] = {
+        "type": "messages_changed",
+        "cache_missed_input_tokens": 1200,
+    }
 
     report = explain(PREVIOUS, NEXT, WARM, profile=ANTHROPIC, diagnosis=diagnosis)
 

@@ -28,7 +28,7 @@ from forkagent.events import (
     ToolCalled,
     ToolFinished,
 )
-from forkagent.messages import assistant, user
+from forkagent.messages import JsonValue, assistant, user
 from forkagent.models.base import ModelProfile, ModelResponse
 from forkagent.pricing import cost
 from forkagent.requests import ModelRequest, ModelSettings
@@ -53,7 +53,11 @@ RESPONSE = ModelResponse(
     response_id="msg_1",
     stop_reason="end_turn",
 )
-FORK_DETAILS = {"cache_key_hash": "ab12cd34ef56ab78", "mode": "sync", "shares_cache": True}
+FORK_DETAILS: dict[str, JsonValue] = {
+    "cache_key_hash": "ab12cd34ef56ab78",
+    "mode": "sync",
+    "shares_cache": True,
+}
 
 
 class Telemetry:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from forkagent.messages import TextBlock
+from forkagent.messages import JsonValue, TextBlock
 from forkagent.tools import Tool, ToolContext
 
 Run = Callable[..., Awaitable[str]]
@@ -20,7 +20,7 @@ def ctx(tmp_path: Path) -> ToolContext:
 def run(ctx: ToolContext) -> Run:
     """Call a tool as the turn loop does (raw arguments, validated by the tool); return its text."""
 
-    async def run(tool: Tool, **args: object) -> str:
+    async def run(tool: Tool, **args: JsonValue) -> str:
         output = await tool.call(dict(args), ctx)
         if isinstance(output, str):
             return output

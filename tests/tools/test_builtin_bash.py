@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from forkagent.errors import ToolError
+from forkagent.messages import JsonValue
 from forkagent.tools import ToolContext
 from forkagent.tools.builtin import Bash
 
@@ -126,7 +127,7 @@ async def test_missing_cwd_fails_to_start(tmp_path: Path) -> None:
         ({}, "command: Field required"),
     ],
 )
-async def test_bad_arguments(ctx: ToolContext, args: dict[str, object], message: str) -> None:
+async def test_bad_arguments(ctx: ToolContext, args: dict[str, JsonValue], message: str) -> None:
     with pytest.raises(ToolError, match=f"^invalid arguments: {message}"):
         await Bash().call(args, ctx)
 

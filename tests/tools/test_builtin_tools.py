@@ -8,6 +8,8 @@ import threading
 import pytest
 
 from forkagent.errors import ToolError
+from forkagent.messages import JsonValue
+from forkagent.testing import wire
 from forkagent.tools import ToolContext
 from forkagent.tools.builtin import builtin_tools
 from forkagent.tools.builtin._walk import in_thread
@@ -32,7 +34,7 @@ def test_names_order_and_argument_contract() -> None:
     assert [t.name for t in tools] == list(CONTRACT)
     for tool in tools:
         properties, required, read_only = CONTRACT[tool.name]
-        schema = tool.input_schema
+        schema = wire(tool.input_schema)
         assert list(schema["properties"]) == properties
         assert schema.get("required", []) == required
         assert tool.read_only is read_only
@@ -59,7 +61,7 @@ def test_fresh_instances_with_stable_specs() -> None:
     ],
 )  # fmt: skip
 async def test_bad_arguments_are_tool_errors(
-    ctx: ToolContext, name: str, args: dict[str, object], message: str
+    ctx: ToolContext, name: str, args: dict[str, JsonValue], message: str
 ) -> None:
     tool = next(t for t in builtin_tools() if t.name == name)
     with pytest.raises(ToolError, match=f"^invalid arguments: {message}"):

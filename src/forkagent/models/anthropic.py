@@ -206,13 +206,14 @@ def _image(image: ImageBlock) -> Body:
 def _settings(settings: ModelSettings) -> Body:
     out: Body = {}
     if (thinking := settings.thinking) is not None:
-        out["thinking"] = {"type": thinking.type}
+        config: Body = {"type": thinking.type}
         if thinking.type == "enabled":
             if thinking.budget_tokens is None:
                 raise ConfigurationError(
                     "thinking type 'enabled' needs budget_tokens; or use type 'adaptive'"
                 )
-            out["thinking"]["budget_tokens"] = thinking.budget_tokens
+            config["budget_tokens"] = thinking.budget_tokens
+        out["thinking"] = config
     if settings.tool_choice is not None:
         choice = settings.tool_choice
         out["tool_choice"] = (

@@ -17,10 +17,9 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from ..errors import ConfigurationError, UnknownModelError
-from ..messages import JsonValue
 from ..requests import ModelRequest
 from ..usage import Usage
-from ._json import as_dict, as_list
+from ._json import as_list
 from ._retry import DEFAULT_RETRY, RetryPolicy, connection_error, provider_error
 from ._transport import Body
 from .anthropic import AnthropicModel
@@ -98,8 +97,8 @@ class _Wire:
         try:
             reply = await self._emulator.dispatch("POST", path, body, self.headers())
         except EmulatedDisconnect as cut:
-            for event in cut.events:
-                if data := _data(event):
+            for sent in cut.events:
+                if data := _data(sent):
                     yield data
             raise connection_error(PROVIDER, cut) from cut
         for event in as_list(_checked(reply).get("events")):
@@ -113,9 +112,10 @@ def _checked(reply: EmulatorReply) -> Body:
     return reply.body
 
 
-def _data(event: JsonValue) -> Body:
+def _data(event: object) -> Body:
     """An SSE event's JSON payload; ``[DONE]`` and other text carry nothing."""
-    return as_dict(as_dict(event).get("data"))
+    data = event.get("data") if isinstance(event, dict) else None
+    return data if isinstance(data, dict) else {}
 
 
 class _MessagesTransport:

@@ -149,7 +149,7 @@ def _prefix(request: ModelRequest) -> Body:
     if parts := [{"text": t} for t in texts if t]:
         out["systemInstruction"] = {"parts": parts}
     if request.tools:
-        declarations = [
+        declarations: list[JsonValue] = [
             {"name": t.name, "description": t.description, "parametersJsonSchema": t.input_schema}
             for t in request.tools
         ]

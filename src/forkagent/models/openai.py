@@ -365,6 +365,18 @@ def parse_usage(body: Mapping[str, JsonValue]) -> Usage:
     )
 
 
+@dataclass
+class _CallParts:
+    """One streamed tool call, its name and arguments arriving in pieces."""
+
+    id: str
+    name: str = ""
+    arguments: str = ""
+
+    def wire(self) -> Body:
+        return {"id": self.id, "function": {"name": self.name, "arguments": self.arguments}}
+
+
 class ChatStream:
     """Folds Chat Completions chunks into one completion; deltas are passed on as they come."""
 
@@ -373,7 +385,7 @@ class ChatStream:
         self._head: Body = {}
         self._text = ""
         self._reasoning = ""
-        self._calls: dict[int, Body] = {}
+        self._calls: dict[int, _CallParts] = {}
         self._finish: str | None = None
 
     def feed(self, event: Mapping[str, JsonValue]) -> list[StreamEvent]:
@@ -395,7 +407,7 @@ class ChatStream:
             raise stream_cut(self._provider, "no finish_reason")
         message: Body = {"content": self._text, "reasoning_content": self._reasoning}
         if self._calls:
-            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+            message["tool_calls"] = [self._calls[i].wire() for i in sorted(self._calls)]
         choice: Body = {"message": message, "finish_reason": self._finish}
         return parse_response({**self._head, "choices": [choice]})
 
@@ -413,12 +425,10 @@ class ChatStream:
             index = as_int(piece.get("index"))
             call = self._calls.get(index)
             if call is None:
-                call = {"id": as_str(piece.get("id")), "function": {"name": "", "arguments": ""}}
-                self._calls[index] = call
-                out.append(ToolUseStarted(id=call["id"], name=as_str(function.get("name"))))
-            target = call["function"]
-            target["name"] += as_str(function.get("name"))
-            target["arguments"] += as_str(function.get("arguments"))
+                call = self._calls[index] = _CallParts(as_str(piece.get("id")))
+                out.append(ToolUseStarted(id=call.id, name=as_str(function.get("name"))))
+            call.name += as_str(function.get("name"))
+            call.arguments += as_str(function.get("arguments"))
         return out
 
 

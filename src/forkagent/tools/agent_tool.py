@@ -8,7 +8,7 @@ that forking is not available.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -80,10 +80,10 @@ class AgentTool(ArgsTool):
     @property
     def input_schema(self) -> dict[str, JsonValue]:
         schema = super().input_schema
-        if not self.fork_available:
-            properties = dict(schema["properties"])
-            properties.pop("fork", None)
-            schema = {**schema, "properties": properties}
+        properties = schema.get("properties")
+        if not self.fork_available and isinstance(properties, Mapping):
+            kept = {name: spec for name, spec in properties.items() if name != "fork"}
+            schema = {**schema, "properties": kept}
         return schema
 
     async def run(self, args: AgentArgs, ctx: ToolContext) -> ToolOutput:
