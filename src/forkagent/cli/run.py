@@ -116,7 +116,7 @@ def run_command(
             add_dirs=tuple(add_dir or ()),
             trusted=decide_trust(cwd, flag=trust_flag, interactive=sys.stdin.isatty()),
         )
-        _say_what_answers(agent, as_json)
+        say_what_answers(agent, as_json)
         result = run_until_signal(
             lambda: watch(
                 lambda: agent.run(prompt),
@@ -246,7 +246,7 @@ def _given(**limits: float | None) -> dict[str, float]:
     return {name: value for name, value in limits.items() if value is not None}
 
 
-def _say_what_answers(agent: Agent, as_json: bool) -> None:
+def say_what_answers(agent: Agent, as_json: bool) -> None:
     """Say once that an emulator's replies are scripted; warn when a model's price is unknown."""
     from ..pricing import price_for, suggest_model
 
