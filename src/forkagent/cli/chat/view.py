@@ -133,7 +133,7 @@ class ChatView:
         """The main agent and the running children: status, cache hit and cost."""
         main = self.board.lines.get(self.main_id or "")
         everyone = list(self.board.lines.values())
-        total = [line.cost for line in everyone]
+        total = [line.cost for line in everyone if line.model]  # no model yet: no response
         cost = "cost unknown" if None in total else f"${sum(c for c in total if c):.4f} total"
         running = self.children(running=True)
         head = (
