@@ -197,6 +197,9 @@ def _agent(
         permissions=policy,
         load_user_agents=True,
         trust_project=trusted,
+        # Forks bubble their questions up to someone: without a terminal there is no one,
+        # so the gate closes and `fork: true` runs a general-purpose agent (seed 002).
+        interactive=sys.stdin.isatty(),
         **settings,
     )
 

@@ -27,7 +27,9 @@ from .ask import InlineQuestions, answer_line
 from .commands import Job
 from .view import ChatView
 
-HINTS = "Enter send · \\ Enter new line · Ctrl+B background · Ctrl+C interrupt, twice: leave · /help"
+HINTS = (
+    "Enter send · \\ Enter new line · Ctrl+B background · Ctrl+C interrupt, twice: leave · /help"
+)
 
 
 class ChatApp:
