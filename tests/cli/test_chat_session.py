@@ -17,9 +17,10 @@ from forkagent.cli.chat.app import ChatApp
 from forkagent.cli.chat.start import ChatStart
 from forkagent.emulator import Emulator, Reply, ToolCall, use_emulator
 from forkagent.emulator.policies import EmulatedRequest, default_policy
+from forkagent.messages import TextBlock, UserMessage
 from forkagent.state.registry import Registry
 
-CTRL_B, CTRL_C, CTRL_D, ENTER = "\x02", "\x03", "\x04", "\r"
+CTRL_B, CTRL_C, CTRL_D, ENTER, UP = "\x02", "\x03", "\x04", "\r", "\x1b[A"
 
 
 @pytest.fixture
@@ -221,3 +222,32 @@ async def test_slash_commands_answer_mid_session(tmp_path: Path, emulator: Emula
         assert chat.shown("main agent: emulator:claude-sonnet-4-6")
         assert chat.shown(f"main agent {chat.app.session.id}")  # /explain's first line
         assert chat.shown("no single child matches 'nobody'")
+
+        chat.send(f"/compact{ENTER}")
+        await chat.until_shown("compacted 2 messages into")
+        assert chat.shown("(summary by fork-")  # a fork wrote it, from the cached prefix
+
+
+def typed(chat: Chat) -> list[str]:
+    """What the user's messages say."""
+    return [
+        block.text
+        for message in chat.app.session.messages
+        if isinstance(message, UserMessage)
+        for block in message.content
+        if isinstance(block, TextBlock)
+    ]
+
+
+async def test_a_message_spans_lines_and_history_outlives_the_session(
+    tmp_path: Path, emulator: Emulator
+) -> None:
+    async with chatting(ChatStart(cwd=tmp_path)) as chat:
+        chat.send(f"Plan the week\\{ENTER}then the month{ENTER}")
+        await chat.until_shown("Understood: Plan the week then the month")
+        assert typed(chat) == ["Plan the week\nthen the month"]
+        await chat.until_idle()
+    async with chatting(ChatStart(cwd=tmp_path)) as chat:  # a new session
+        chat.send(f"{UP}{ENTER}")
+        await chat.until_shown("Understood: Plan the week then the month")
+        assert typed(chat) == ["Plan the week\nthen the month"]

@@ -116,7 +116,7 @@ def run_command(
             add_dirs=tuple(add_dir or ()),
             trusted=decide_trust(cwd, flag=trust_flag, interactive=sys.stdin.isatty()),
         )
-        say_what_answers(agent, as_json)
+        say_what_answers(str(agent.model))
         result = run_until_signal(
             lambda: watch(
                 lambda: agent.run(prompt),
@@ -249,11 +249,10 @@ def _given(**limits: float | None) -> dict[str, float]:
     return {name: value for name, value in limits.items() if value is not None}
 
 
-def say_what_answers(agent: Agent, as_json: bool) -> None:
+def say_what_answers(spec: str) -> None:
     """Say once that an emulator's replies are scripted; warn when a model's price is unknown."""
     from ..pricing import price_for, suggest_model
 
-    spec = str(agent.model)
     if spec.startswith("emulator:"):
         warn(
             f"{spec} is the offline emulator: the caching is the provider's, but the replies "

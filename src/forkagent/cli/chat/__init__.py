@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from prompt_toolkit.history import FileHistory, History
+from prompt_toolkit.history import FileHistory
 from prompt_toolkit.input import Input
 from prompt_toolkit.output import Output
 
 from ...errors import ForkagentError
 from ..errors import fail
+from ..run import say_what_answers
 from ..trust import decide_trust
 from .app import ChatApp
 from .ask import InlineQuestions
@@ -78,21 +79,20 @@ def chat_command(
 
 async def chat(start: ChatStart) -> None:
     """The whole chat; leaving it stops the children still running."""
-    app = open_chat(start, history=FileHistory(str(history_path())))
+    app = open_chat(start)
+    say_what_answers(app.session.result().agents[0].model)
     async with app.session:
         await app.run()
 
 
 def open_chat(
-    start: ChatStart,
-    *,
-    history: History | None = None,
-    input: Input | None = None,
-    output: Output | None = None,
+    start: ChatStart, *, input: Input | None = None, output: Output | None = None
 ) -> ChatApp:
-    """The app on a new or resumed session (tests pass a pipe input and a dummy output)."""
+    """The app on a new or resumed session (tests pass a pipe input and a dummy output);
+    what the user types is kept across sessions in the state directory."""
     view, questions = ChatView(), InlineQuestions()
     session = open_session(start, questions, [view])
+    history = FileHistory(str(history_path()))
     app = ChatApp(
         session, view, questions, cwd=start.cwd, history=history, input=input, output=output
     )
