@@ -23,23 +23,26 @@ if TYPE_CHECKING:
 PERMISSION_ALIASES = {"acceptEdits": "accept_edits", "bypassPermissions": "bypass"}
 """Claude Code's spellings of the modes."""
 
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        help="provider:model, e.g. anthropic:claude-sonnet-4-6 or test:echo "
+        "[default: $FORKAGENT_MODEL, the config files, or emulator:claude-sonnet-4-6]",
+        show_default=False,
+    ),
+]
+CwdOption = Annotated[
+    Path,
+    typer.Option(help="Working directory for the agent's tools.", exists=True, file_okay=False),
+]
+
 
 def run_command(
     prompt: Annotated[
         str, typer.Argument(metavar="PROMPT", help="What the agent should do; - reads stdin.")
     ],
-    model: Annotated[
-        str | None,
-        typer.Option(
-            help="provider:model, e.g. anthropic:claude-sonnet-4-6 or test:echo "
-            "[default: $FORKAGENT_MODEL, the config files, or emulator:claude-sonnet-4-6]",
-            show_default=False,
-        ),
-    ] = None,
-    cwd: Annotated[
-        Path,
-        typer.Option(help="Working directory for the agent's tools.", exists=True, file_okay=False),
-    ] = Path(),
+    model: ModelOption = None,
+    cwd: CwdOption = Path(),
     max_turns: Annotated[
         int | None, typer.Option(min=1, help="Turn limit for the main agent.")
     ] = None,

@@ -18,7 +18,7 @@ from prompt_toolkit.output import Output
 
 from ...errors import ForkagentError
 from ..errors import fail
-from ..run import say_what_answers
+from ..run import CwdOption, ModelOption, say_what_answers
 from ..trust import decide_trust
 from .app import ChatApp
 from .ask import InlineQuestions
@@ -27,18 +27,8 @@ from .view import ChatView
 
 
 def chat_command(
-    model: Annotated[
-        str | None,
-        typer.Option(
-            help="provider:model [default: $FORKAGENT_MODEL, the config files, or "
-            "emulator:claude-sonnet-4-6]; a resumed session keeps its own",
-            show_default=False,
-        ),
-    ] = None,
-    cwd: Annotated[
-        Path,
-        typer.Option(help="Working directory for the agent's tools.", exists=True, file_okay=False),
-    ] = Path(),
+    model: ModelOption = None,
+    cwd: CwdOption = Path(),
     permission_mode: Annotated[
         str | None,
         typer.Option(
@@ -58,7 +48,8 @@ def chat_command(
     ] = False,
 ) -> None:
     """Talk to the agent: its answer streams in, its children show in a panel under the
-    prompt, Ctrl+B sends the child it waits for to the background; /help lists the rest."""
+    prompt, Ctrl+B sends the child it waits for to the background; /help lists the rest.
+    A resumed session (--continue, --resume) keeps its model and its recorded mode."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         fail("forkagent chat needs a terminal; without one use: forkagent run PROMPT", exit_code=2)
     if continue_last and resume:

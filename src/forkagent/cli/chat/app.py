@@ -65,7 +65,7 @@ class ChatApp:
         view.main_id = session.id
         view.write = self.write
         view.changed = questions.changed = self.prompt.app.invalidate
-        view.on_report = lambda task_id: self.enqueue(self._answer_reports)
+        view.on_report = lambda task_id: self.enqueue(session.answer_notifications)
         questions.answered = lambda request, key: view.say(answer_line(request, key))
 
     @property
@@ -108,9 +108,6 @@ class ChatApp:
 
     def enqueue(self, job: Job) -> None:
         self._jobs.put_nowait(job)
-
-    async def _answer_reports(self) -> None:
-        await self.session.answer_notifications()
 
     async def _work(self) -> None:
         """Run the jobs one at a time; a failure is shown and the chat goes on."""
