@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
+from typer.testing import CliRunner
 
+from forkagent.cli import app
 from forkagent.cli.chat import open_chat
 from forkagent.cli.chat.app import ChatApp
 from forkagent.cli.chat.start import ChatStart
 from forkagent.emulator import Emulator, Reply, ToolCall, use_emulator
 from forkagent.emulator.policies import EmulatedRequest, default_policy
+from forkagent.errors import ConfigurationError
 from forkagent.messages import TextBlock, UserMessage
 from forkagent.state.registry import Registry
 
@@ -251,3 +254,18 @@ async def test_a_message_spans_lines_and_history_outlives_the_session(
         chat.send(f"{UP}{ENTER}")
         await chat.until_shown("Understood: Plan the week then the month")
         assert typed(chat) == ["Plan the week\nthen the month"]
+
+
+def test_chat_needs_a_terminal(tmp_path: Path) -> None:
+    out = CliRunner().invoke(app, ["chat", "--cwd", str(tmp_path)])  # stdin is a pipe
+    assert out.exit_code == 2
+    assert "forkagent chat needs a terminal; without one use: forkagent run PROMPT" in out.output
+
+
+def test_continue_without_an_earlier_session_or_with_another_model_is_refused(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigurationError, match="no earlier session in"):
+        open_chat(ChatStart(cwd=tmp_path, continue_last=True))
+    with pytest.raises(ConfigurationError, match="a resumed session keeps its model"):
+        open_chat(ChatStart(cwd=tmp_path, continue_last=True, model="test:echo"))
