@@ -159,18 +159,25 @@ async def test_forks_ctrl_b_a_report_while_idle_cost_and_continue_with_a_cache_h
 async def test_a_permission_question_is_answered_with_one_key(
     tmp_path: Path, emulator: Emulator
 ) -> None:
-    write = ToolCall("Write", {"file_path": "notes.txt", "content": "open at nine"})
-    emulator.script(Reply(tool_calls=(write,)), Reply(text="Written."), agent="main")
+    notes = ToolCall("Write", {"file_path": "notes.txt", "content": "open at nine"})
+    hours = ToolCall("Write", {"file_path": "hours.txt", "content": "9-18"})
+    emulator.script(
+        Reply(tool_calls=(notes,)), Reply(tool_calls=(hours,)), Reply(text="Written."), agent="main"
+    )
     async with chatting(ChatStart(cwd=tmp_path)) as chat:
         chat.send(f"Note the hours{ENTER}")
         await chat.until(lambda: chat.app.questions.pending is not None, "a question")
         assert "wants to use Write: file: notes.txt" in chat.app.questions.text()
         assert not (tmp_path / "notes.txt").exists()
 
-        chat.send("y")
+        chat.send("a")  # always: the second Write is not asked about
         await chat.until_shown("Written.")
-        assert chat.shown("? Write file: notes.txt → yes, this once")
+        assert chat.shown("? Write file: notes.txt → always (for the rest of this session)")
+        assert not chat.shown("? Write file: hours.txt")
+        chat.send(f"/permissions{ENTER}")
+        await chat.until_shown("allowed always (this session): Write")
     assert (tmp_path / "notes.txt").read_text() == "open at nine"
+    assert (tmp_path / "hours.txt").read_text() == "9-18"
 
 
 async def test_ctrl_c_interrupts_the_turn_spares_background_children_then_twice_leaves(

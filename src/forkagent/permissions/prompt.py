@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TextIO
@@ -28,7 +29,7 @@ CHOICES = {"y": "yes, this once", "n": "no", "a": "always (for the rest of this 
 _MAX_SHOWN = 400
 
 
-class QuestionHandler:
+class QuestionHandler(ABC):
     """Asks y / n / a(lways), one question at a time. "Always" covers the same shell
     command, or any call of the same other tool, until the program exits. Subclasses
     put the question to the person (``ask``) and return the key they answered with."""
@@ -54,9 +55,9 @@ class QuestionHandler:
             return PermissionDecision.deny()
         return PermissionDecision.allow()
 
+    @abstractmethod
     async def ask(self, request: PermissionRequest) -> str:
         """One of ``CHOICES``' keys."""
-        raise NotImplementedError
 
 
 class TerminalPrompt(QuestionHandler):
