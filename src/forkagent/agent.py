@@ -393,7 +393,7 @@ class Session(Generic[OutputT]):
             raise
         self._stop_poller: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
-        self._resumes: set[asyncio.Task[None]] = set()
+        self._resumes: set[asyncio.Task[bool]] = set()
         self._status: AgentStatus = "completed"
         self._error: str | None = None
         self._stop_reason: str | None = None
@@ -491,8 +491,28 @@ class Session(Generic[OutputT]):
         await self.aclose()
 
     @property
+    def id(self) -> str:
+        """The main agent's id: what ``forkagent resume``, ``explain`` and ``logs`` take."""
+        return self.root.id
+
+    @property
     def messages(self) -> tuple[Message, ...]:
         return tuple(self.root.messages)
+
+    @property
+    def permissions(self) -> PermissionPolicy | None:
+        """The main agent's policy: the one given, or on a resume the recorded one restored."""
+        return self.root.policy
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the main agent streams its replies in every turn (``OutputDelta`` and
+        ``ToolCallStarted`` events to the listeners), not only in ``stream(...)``."""
+        return self.root.stream
+
+    @streaming.setter
+    def streaming(self, on: bool) -> None:
+        self.root.stream = on
 
     async def send(self, prompt: str, *, wait_for_background: bool = False) -> RunResult[OutputT]:
         """Add a user message and run the main agent until it stops.
@@ -569,7 +589,7 @@ class Session(Generic[OutputT]):
         ``result()`` has the outcome (and raises what ``send`` would have raised)."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._runtime.listeners.append(queue.put_nowait)
-        self.root.stream = True
+        streaming, self.root.stream = self.root.stream, True
 
         async def drive() -> None:
             try:
@@ -584,7 +604,7 @@ class Session(Generic[OutputT]):
             await task
         finally:
             task.cancel()
-            self.root.stream = False
+            self.root.stream = streaming
             self._runtime.listeners.remove(queue.put_nowait)
 
     async def _turns(self, drive: bool) -> None:
@@ -810,14 +830,20 @@ class Session(Generic[OutputT]):
     def _on_notification(self, run: AgentRun) -> None:
         if not self._runtime.options.resume_on_notification or self._lock.locked():
             return  # a running turn picks it up at its next boundary
-        resume = asyncio.create_task(self._resume())
+        resume = asyncio.create_task(self.answer_notifications())
         self._resumes.add(resume)
         resume.add_done_callback(self._resumes.discard)
 
-    async def _resume(self) -> None:
+    async def answer_notifications(self) -> bool:
+        """Run a turn for the background reports waiting for the main agent, if any (a turn
+        already running reads them itself). With ``RuntimeOptions(resume_on_notification=
+        False)`` the caller decides when: ``forkagent chat`` runs it between the user's turns.
+        Returns whether a turn ran."""
         async with self._lock:
-            if self.root.inbox:
-                await self._turns(drive=False)
+            if not self.root.inbox:
+                return False
+            await self._turns(drive=False)
+            return True
 
 
 class ForkHandle:

@@ -206,9 +206,12 @@ def test_ps_shows_start_times_and_a_tree_and_stop_and_resume_speak_json(tmp_path
     assert resumed.exit_code == 0, resumed.output
     assert json.loads(resumed.stdout)["status"] == "completed"
     listing = runner.invoke(app, ["ps", "--tree"]).stdout
-    lines = [line for line in listing.splitlines() if "fork-" in line or main in line]
+    # Without a terminal the gate is closed: the `fork: true` call ran a general-purpose agent.
+    lines = [line for line in listing.splitlines() if "general-purpose-" in line or main in line]
     assert lines[0].startswith(main)
-    assert any(line.startswith("  fork-") for line in lines)  # the child, indented under it
+    assert any(
+        line.startswith("  general-purpose-") for line in lines
+    )  # the child, indented under it
     assert "STARTED" in listing
     stopped = json.loads(runner.invoke(app, ["stop", main, "--json"]).stdout)
     assert stopped == {"agent": main, "outcome": "already_finished", "status": "completed"}

@@ -8,6 +8,7 @@ import typer
 
 from .agents import agents_command
 from .bench import bench_command
+from .chat import chat_command
 from .demo import demo_command
 from .explain import explain_command
 from .models import models_command
@@ -48,6 +49,7 @@ app.command("demo")(demo_command)
 app.command("agents")(agents_command)
 app.command("run")(run_command)
 app.command("resume")(resume_command)
+app.command("chat")(chat_command)
 app.command("explain")(explain_command)
 app.command("report")(report_command)
 app.command("models")(models_command)

@@ -60,15 +60,30 @@ def _as_json(catalog: AgentCatalog) -> dict[str, Any]:
 
 def _print(catalog: AgentCatalog, console: Console) -> None:
     """A rich table on a terminal; one plain line per agent when piped."""
-    rows = [(d.name, d.source, d.model, _tools(d)) for d in catalog]
     if console.is_terminal:
         table = Table("agent", "source", "model", "tools")
-        for row in rows:
+        for row in _rows(catalog):
             table.add_row(*row)
         console.print(table)
     else:
-        for row in rows:
+        for row in _rows(catalog):
             typer.echo("\t".join(row))
-    for title, problems in (("failed to load", catalog.errors), ("ignored", catalog.warnings)):
-        for problem in problems:
-            typer.echo(f"{title}: {problem}", err=True)
+    for line in _problem_lines(catalog):
+        typer.echo(line, err=True)
+
+
+def catalog_lines(catalog: AgentCatalog) -> list[str]:
+    """The catalog as plain lines (``chat``'s ``/agents``): one per agent, then its problems."""
+    return ["  ".join(row) for row in _rows(catalog)] + _problem_lines(catalog)
+
+
+def _rows(catalog: AgentCatalog) -> list[tuple[str, str, str, str]]:
+    return [(d.name, d.source, d.model, _tools(d)) for d in catalog]
+
+
+def _problem_lines(catalog: AgentCatalog) -> list[str]:
+    return [
+        f"{title}: {problem}"
+        for title, problems in (("failed to load", catalog.errors), ("ignored", catalog.warnings))
+        for problem in problems
+    ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -31,15 +32,29 @@ def explain_command(
 ) -> None:
     """Explain each request's cache use: hit or miss, tokens read, and why it missed."""
     with user_errors():
-        path, _, _ = locate_transcript(agent, registry)
-        transcripts = read_tree(path) if tree else [read_transcript(path)]
+        transcripts = _transcripts(agent, tree, registry)
     if as_json:
         typer.echo(json.dumps({"agents": [_agent_json(t) for t in transcripts]}, indent=2))
         return
-    typer.echo("\n\n".join("\n".join(_describe_agent(t)) for t in transcripts))
+    typer.echo(_describe(transcripts))
+
+
+def explanation(agent: str, *, tree: bool = False, registry: Path | None = None) -> str:
+    """What ``forkagent explain`` prints (``chat``'s ``/explain`` too); raises
+    ``ForkagentError`` for an unknown agent or a transcript that cannot be read."""
+    return _describe(_transcripts(agent, tree, registry))
+
+
+def _transcripts(agent: str, tree: bool, registry: Path | None) -> list[Transcript]:
+    path, _, _ = locate_transcript(agent, registry)
+    return read_tree(path) if tree else [read_transcript(path)]
 
 
 # -- plain ---------------------------------------------------------------------
+
+
+def _describe(transcripts: Sequence[Transcript]) -> str:
+    return "\n\n".join("\n".join(_describe_agent(t)) for t in transcripts)
 
 
 def _describe_agent(transcript: Transcript) -> list[str]:

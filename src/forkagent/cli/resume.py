@@ -13,6 +13,7 @@ from rich.markup import escape
 
 if TYPE_CHECKING:
     from ..agent import Agent, RunResult, Session
+    from ..permissions import PermissionMode
 
 
 def resume_command(
@@ -95,17 +96,25 @@ def _agent(transcript: Path, permission_mode: str | None, trust_flag: bool) -> A
     from ..agent import Agent
     from ..permissions import PermissionPolicy
     from ..permissions.prompt import terminal_handler
+
+    return Agent(
+        load_user_agents=True,
+        permissions=PermissionPolicy(
+            mode=resumed_mode(transcript, permission_mode), handler=terminal_handler()
+        ),
+        trust_project=True if trust_flag else None,
+    )
+
+
+def resumed_mode(transcript: Path, given: str | None) -> PermissionMode:
+    """The mode ``given`` on the command line, else the one the agent ran in
+    (``Session.resume`` then refuses a looser one unless told to loosen)."""
     from ..state.transcript import read_transcript
     from .run import permission_mode_named
 
     record = read_transcript(transcript).header.extra.get("permissions")
     recorded = record.get("mode") if isinstance(record, dict) else None
-    mode = permission_mode_named(permission_mode or str(recorded or "default"), as_json=False)
-    return Agent(
-        load_user_agents=True,
-        permissions=PermissionPolicy(mode=mode, handler=terminal_handler()),
-        trust_project=True if trust_flag else None,
-    )
+    return permission_mode_named(given or str(recorded or "default"), as_json=False)
 
 
 async def _resume(session: Session, prompt: str | None, compact: bool) -> RunResult:

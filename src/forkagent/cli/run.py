@@ -23,23 +23,26 @@ if TYPE_CHECKING:
 PERMISSION_ALIASES = {"acceptEdits": "accept_edits", "bypassPermissions": "bypass"}
 """Claude Code's spellings of the modes."""
 
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        help="provider:model, e.g. anthropic:claude-sonnet-4-6 or test:echo "
+        "[default: $FORKAGENT_MODEL, the config files, or emulator:claude-sonnet-4-6]",
+        show_default=False,
+    ),
+]
+CwdOption = Annotated[
+    Path,
+    typer.Option(help="Working directory for the agent's tools.", exists=True, file_okay=False),
+]
+
 
 def run_command(
     prompt: Annotated[
         str, typer.Argument(metavar="PROMPT", help="What the agent should do; - reads stdin.")
     ],
-    model: Annotated[
-        str | None,
-        typer.Option(
-            help="provider:model, e.g. anthropic:claude-sonnet-4-6 or test:echo "
-            "[default: $FORKAGENT_MODEL, the config files, or emulator:claude-sonnet-4-6]",
-            show_default=False,
-        ),
-    ] = None,
-    cwd: Annotated[
-        Path,
-        typer.Option(help="Working directory for the agent's tools.", exists=True, file_okay=False),
-    ] = Path(),
+    model: ModelOption = None,
+    cwd: CwdOption = Path(),
     max_turns: Annotated[
         int | None, typer.Option(min=1, help="Turn limit for the main agent.")
     ] = None,
@@ -116,7 +119,7 @@ def run_command(
             add_dirs=tuple(add_dir or ()),
             trusted=decide_trust(cwd, flag=trust_flag, interactive=sys.stdin.isatty()),
         )
-        _say_what_answers(agent, as_json)
+        say_what_answers(str(agent.model))
         result = run_until_signal(
             lambda: watch(
                 lambda: agent.run(prompt),
@@ -197,6 +200,9 @@ def _agent(
         permissions=policy,
         load_user_agents=True,
         trust_project=trusted,
+        # Forks bubble their questions up to someone: without a terminal there is no one,
+        # so the gate closes and `fork: true` runs a general-purpose agent (seed 002).
+        interactive=sys.stdin.isatty(),
         **settings,
     )
 
@@ -246,11 +252,10 @@ def _given(**limits: float | None) -> dict[str, float]:
     return {name: value for name, value in limits.items() if value is not None}
 
 
-def _say_what_answers(agent: Agent, as_json: bool) -> None:
+def say_what_answers(spec: str) -> None:
     """Say once that an emulator's replies are scripted; warn when a model's price is unknown."""
     from ..pricing import price_for, suggest_model
 
-    spec = str(agent.model)
     if spec.startswith("emulator:"):
         warn(
             f"{spec} is the offline emulator: the caching is the provider's, but the replies "

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TextIO
@@ -23,14 +24,44 @@ from ..errors import ConfigurationError
 from .filters import EDIT_TOOLS, SHELL_TOOL
 from .modes import PermissionDecision, PermissionRequest
 
-_CHOICES = {"y": "yes, this once", "n": "no", "a": "always (for the rest of this session)"}
+CHOICES = {"y": "yes, this once", "n": "no", "a": "always (for the rest of this session)"}
+"""The one-key answers every question takes."""
 _MAX_SHOWN = 400
 
 
-class TerminalPrompt:
-    """Asks y / n / a(lways). "Always" covers the same shell command, or any call of the
-    same other tool, until the program exits. Questions are asked one at a time, in a
-    thread, so other agents keep running while one waits for an answer."""
+class QuestionHandler(ABC):
+    """Asks y / n / a(lways), one question at a time. "Always" covers the same shell
+    command, or any call of the same other tool, until the program exits. Subclasses
+    put the question to the person (``ask``) and return the key they answered with."""
+
+    def __init__(self) -> None:
+        self._always: set[tuple[str, str]] = set()
+        self._lock = asyncio.Lock()
+
+    @property
+    def always_allowed(self) -> list[str]:
+        """What "always" answers allowed so far, e.g. ``Bash: make test`` or ``Write``."""
+        return [f"{tool}: {command}" if command else tool for tool, command in self._always]
+
+    async def __call__(self, request: PermissionRequest) -> PermissionDecision:
+        key = _remember_as(request)
+        async with self._lock:
+            if key in self._always:
+                return PermissionDecision.allow("always allowed earlier in this session")
+            answer = await self.ask(request)
+        if answer == "a":
+            self._always.add(key)
+        if answer == "n":
+            return PermissionDecision.deny()
+        return PermissionDecision.allow()
+
+    @abstractmethod
+    async def ask(self, request: PermissionRequest) -> str:
+        """One of ``CHOICES``' keys."""
+
+
+class TerminalPrompt(QuestionHandler):
+    """Asks at the terminal, in a thread, so other agents keep running while one waits."""
 
     def __init__(
         self,
@@ -39,6 +70,7 @@ class TerminalPrompt:
         stdin: TextIO | None = None,
         pause: Callable[[], AbstractContextManager[object]] | None = None,
     ) -> None:
+        super().__init__()
         self._stdin = stdin if stdin is not None else sys.stdin
         if not self._stdin.isatty():
             raise ConfigurationError(
@@ -46,22 +78,11 @@ class TerminalPrompt:
                 "pass another handler or use a mode that does not ask"
             )
         self._console = console if console is not None else Console(stderr=True)
-        self._always: set[tuple[str, str]] = set()
-        self._lock = asyncio.Lock()
         self.pause = pause or contextlib.nullcontext
         """Held while a question is on screen: the CLI stops its live view so it stays readable."""
 
-    async def __call__(self, request: PermissionRequest) -> PermissionDecision:
-        key = _remember_as(request)
-        async with self._lock:
-            if key in self._always:
-                return PermissionDecision.allow("always allowed earlier in this session")
-            answer = await asyncio.to_thread(self._ask, request)
-        if answer == "a":
-            self._always.add(key)
-        if answer == "n":
-            return PermissionDecision.deny()
-        return PermissionDecision.allow()
+    async def ask(self, request: PermissionRequest) -> str:
+        return await asyncio.to_thread(self._ask, request)
 
     def _ask(self, request: PermissionRequest) -> str:
         with self.pause():
@@ -71,13 +92,13 @@ class TerminalPrompt:
         self._console.print(
             f"[bold]{escape(request.agent_id)}[/] wants to use [bold]{escape(request.tool_name)}[/]"
         )
-        self._console.print(f"  {escape(_summary(request))}", highlight=False)
+        self._console.print(f"  {escape(request_summary(request))}", highlight=False)
         self._console.print(f"  [dim]{escape(request.reason)}[/]", highlight=False)
-        legend = ", ".join(f"{key} = {meaning}" for key, meaning in _CHOICES.items())
+        legend = ", ".join(f"{key} = {meaning}" for key, meaning in CHOICES.items())
         self._console.print(f"  [dim]{legend}[/]")
         return Prompt.ask(
             "Allow?",
-            choices=list(_CHOICES),
+            choices=list(CHOICES),
             default="n",
             console=self._console,
             stream=self._stdin,
@@ -100,7 +121,8 @@ def _remember_as(request: PermissionRequest) -> tuple[str, str]:
     return request.tool_name, ""
 
 
-def _summary(request: PermissionRequest) -> str:
+def request_summary(request: PermissionRequest) -> str:
+    """The call in one line: a shell command, the file an edit touches, or the arguments."""
     command = request.args.get("command")
     file_path = request.args.get("file_path")
     if request.tool_name == SHELL_TOOL and isinstance(command, str):
