@@ -276,3 +276,24 @@ def test_continue_without_an_earlier_session_or_with_another_model_is_refused(
         open_chat(ChatStart(cwd=tmp_path, continue_last=True))
     with pytest.raises(ConfigurationError, match="a resumed session keeps its model"):
         open_chat(ChatStart(cwd=tmp_path, continue_last=True, model="test:echo"))
+
+
+async def test_limits_come_from_the_config_files_and_the_flags(
+    tmp_path: Path, emulator: Emulator
+) -> None:
+    (tmp_path / ".forkagent").mkdir()
+    (tmp_path / ".forkagent" / "config.toml").write_text("max_turns = 5\nmax_cost = 0.0001\n")
+    look = ToolCall("Glob", {"pattern": "*"})
+    emulator.script(Reply(tool_calls=(look,)), agent="main")
+    # The flag's turn limit (1) wins over the file's (5): no second request.
+    async with chatting(ChatStart(cwd=tmp_path, limits={"max_turns": 1})) as chat:
+        chat.send(f"What is here?{ENTER}")
+        await chat.until_shown("the turn ended budget_exceeded: reached the limit of 1 turns")
+        await chat.until_idle()
+    # Without the flag, the file's cost cap stops the first turn.
+    emulator.script(Reply(tool_calls=(look,)), Reply(text="Nothing here."), agent="main")
+    async with chatting(ChatStart(cwd=tmp_path)) as chat:
+        chat.send(f"What is here?{ENTER}")
+        await chat.until_shown("the turn ended budget_exceeded: spent $")
+        await chat.until_idle()
+        assert not chat.shown("Nothing here.")

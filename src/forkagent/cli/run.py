@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast, get_args
 
@@ -15,6 +16,7 @@ from .errors import fail, warn
 from .trust import decide_trust
 
 if TYPE_CHECKING:
+    from .. import Limits
     from ..agent import Agent, RunResult
     from ..events import Event
     from ..permissions import PermissionMode
@@ -37,21 +39,22 @@ CwdOption = Annotated[
 ]
 
 
+MaxTurnsOption = Annotated[int | None, typer.Option(min=1, help="Turn limit for the main agent.")]
+MaxTokensOption = Annotated[int | None, typer.Option(min=1, help="Token limit for the whole tree.")]
+MaxCostOption = Annotated[
+    float | None, typer.Option(min=0, help="Cost limit in USD for the whole tree.")
+]
+
+
 def run_command(
     prompt: Annotated[
         str, typer.Argument(metavar="PROMPT", help="What the agent should do; - reads stdin.")
     ],
     model: ModelOption = None,
     cwd: CwdOption = Path(),
-    max_turns: Annotated[
-        int | None, typer.Option(min=1, help="Turn limit for the main agent.")
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option(min=1, help="Token limit for the whole tree.")
-    ] = None,
-    max_cost: Annotated[
-        float | None, typer.Option(min=0, help="Cost limit in USD for the whole tree.")
-    ] = None,
+    max_turns: MaxTurnsOption = None,
+    max_tokens: MaxTokensOption = None,
+    max_cost: MaxCostOption = None,
     system_prompt: Annotated[
         str | None, typer.Option(help="Replace the main agent's system prompt.")
     ] = None,
@@ -109,7 +112,7 @@ def run_command(
             permission_mode_named(permission_mode or defaults.permission_mode, as_json),
             {
                 **defaults.limits,
-                **_given(max_turns=max_turns, max_tokens=max_tokens, max_cost=max_cost),
+                **given_limits(max_turns=max_turns, max_tokens=max_tokens, max_cost=max_cost),
             },
             system_prompt=system_prompt,
             agent_name=agent_name,
@@ -174,13 +177,11 @@ def _agent(
     add_dirs: tuple[Path, ...] = (),
     trusted: bool | None = None,
 ) -> Agent:
-    from .. import Limits
     from ..agent import Agent
     from ..permissions import AllowTools, PermissionMode, PermissionPolicy
     from ..permissions.prompt import terminal_handler
 
-    tree = Limits(max_tokens=limits.get("max_tokens"), max_cost=limits.get("max_cost"))
-    main = Limits(max_turns=limits.get("max_turns"), max_seconds=limits.get("max_seconds"))
+    main, tree = split_limits(limits)
     tool_filter = AllowTools(t.strip() for t in allowed_tools.split(",")) if allowed_tools else None
     settings: dict[str, Any] = {}
     if agent_name is not None:
@@ -248,8 +249,22 @@ def permission_mode_named(given: str, as_json: bool) -> PermissionMode:
     return cast("PermissionMode", mode)
 
 
-def _given(**limits: float | None) -> dict[str, float]:
+def given_limits(**limits: float | None) -> dict[str, float]:
+    """The limits given on the command line (they override the config files')."""
     return {name: value for name, value in limits.items() if value is not None}
+
+
+def split_limits(limits: Mapping[str, float]) -> tuple[Limits, Limits]:
+    """The main agent's own limits (turns, seconds) and the whole tree's (tokens, cost)."""
+    from .. import Limits
+
+    main = Limits(max_turns=_as_int(limits.get("max_turns")), max_seconds=limits.get("max_seconds"))
+    tree = Limits(max_tokens=_as_int(limits.get("max_tokens")), max_cost=limits.get("max_cost"))
+    return main, tree
+
+
+def _as_int(value: float | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def say_what_answers(spec: str) -> None:

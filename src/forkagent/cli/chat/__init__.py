@@ -18,7 +18,15 @@ from prompt_toolkit.output import Output
 
 from ...errors import ForkagentError
 from ..errors import fail
-from ..run import CwdOption, ModelOption, say_what_answers
+from ..run import (
+    CwdOption,
+    MaxCostOption,
+    MaxTokensOption,
+    MaxTurnsOption,
+    ModelOption,
+    given_limits,
+    say_what_answers,
+)
 from ..trust import decide_trust
 from .app import ChatApp
 from .ask import InlineQuestions
@@ -29,6 +37,9 @@ from .view import ChatView
 def chat_command(
     model: ModelOption = None,
     cwd: CwdOption = Path(),
+    max_turns: MaxTurnsOption = None,
+    max_tokens: MaxTokensOption = None,
+    max_cost: MaxCostOption = None,
     permission_mode: Annotated[
         str | None,
         typer.Option(
@@ -61,6 +72,7 @@ def chat_command(
         continue_last=continue_last,
         resume=resume,
         trusted=decide_trust(cwd, flag=trust_flag, interactive=True),
+        limits=given_limits(max_turns=max_turns, max_tokens=max_tokens, max_cost=max_cost),
     )
     try:
         asyncio.run(chat(start))

@@ -20,7 +20,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.output import Output
 from prompt_toolkit.shortcuts import print_formatted_text
 
-from ...agent import Session
+from ...agent import RunResult, Session
 from ...permissions.prompt import CHOICES
 from . import commands
 from .ask import InlineQuestions, answer_line
@@ -116,7 +116,9 @@ class ChatApp:
             self._turn = turn = asyncio.create_task(job())
             self.prompt.app.invalidate()
             try:
-                await turn
+                outcome = await turn
+                if isinstance(outcome, RunResult) and outcome.status != "completed":
+                    self.view.say(ended_early(outcome))
             except asyncio.CancelledError:
                 if not turn.cancelled() or _cancelling():
                     raise
@@ -221,3 +223,9 @@ def _cancelling() -> bool:
     """Whether the current task itself is being cancelled (not just what it awaited)."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
+
+
+def ended_early(result: RunResult[Any]) -> str:
+    """Why a turn stopped short (a limit, a cut reply, an error): the chat says so."""
+    reason = result.error or result.stop_reason or "no reason given"
+    return f"the turn ended {result.status}: {reason}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from ...permissions import PermissionHandler, PermissionMode, PermissionPolicy
 from ...state.registry import AgentRecord, Registry
 from ..config import load_defaults
 from ..resume import resumed_mode
-from ..run import permission_mode_named
+from ..run import permission_mode_named, split_limits
 
 CHAT_OPTIONS = RuntimeOptions(
     gate=ForkGate(enabled=True, interactive=True), resume_on_notification=False
@@ -37,6 +37,8 @@ class ChatStart:
     continue_last: bool = False
     resume: str | None = None
     trusted: bool | None = None
+    limits: dict[str, float] = field(default_factory=dict)
+    """From the command line; they override the config files' limits."""
 
 
 def history_path() -> Path:
@@ -50,11 +52,12 @@ def open_session(
 ) -> Session[Any]:
     """A new session on the configured model, or a resumed one on its own model and
     in its recorded permission mode (a tighter one if asked; never a looser one)."""
+    defaults = load_defaults(start.cwd)
+    limits = {**defaults.limits, **start.limits}
     if start.resume is None and not start.continue_last:
-        defaults = load_defaults(start.cwd)
         mode = permission_mode_named(start.permission_mode or defaults.permission_mode, False)
         model = start.model or defaults.model
-        return Session(_agent(model, start.cwd, mode, handler, listeners, start.trusted))
+        return Session(_agent(model, start, mode, handler, listeners, limits))
     if start.model is not None:
         raise ConfigurationError(
             "a resumed session keeps its model (its cached prefix is that model's): drop --model"
@@ -63,7 +66,7 @@ def open_session(
     if record.transcript is None:
         raise ConfigurationError(f"{record.id} was run without a transcript; nothing to resume")
     mode = resumed_mode(record.transcript, start.permission_mode)
-    agent = _agent(record.model, start.cwd, mode, handler, listeners, start.trusted)
+    agent = _agent(record.model, start, mode, handler, listeners, limits)
     return Session.resume(agent, record.transcript)
 
 
@@ -84,18 +87,22 @@ def last_session(cwd: Path) -> AgentRecord:
 
 def _agent(
     model: str,
-    cwd: Path,
+    start: ChatStart,
     mode: PermissionMode,
     handler: PermissionHandler,
     listeners: Sequence[Callable[[Event], None]],
-    trusted: bool | None,
+    limits: dict[str, float],
 ) -> Agent[str]:
+    """The chat's main agent; turn and time limits apply to each turn the user starts."""
+    main, tree = split_limits(limits)
     return Agent(
         model=model,
-        cwd=cwd,
+        cwd=start.cwd,
         options=CHAT_OPTIONS,
         permissions=PermissionPolicy(mode=mode, handler=handler),
         listeners=listeners,
+        limits=main,
+        tree_limits=tree,
         load_user_agents=True,
-        trust_project=trusted,
+        trust_project=start.trusted,
     )
