@@ -48,7 +48,6 @@ from ._transport import (
     ClientOptions,
     Endpoint,
     Transport,
-    from_spec,
     stainless_transport,
 )
 from .base import (
@@ -281,16 +280,24 @@ def _text_part(text: str) -> Body:
 
 
 def _image_part(image: ImageBlock) -> Body:
-    url = f"data:{image.media_type};base64,{image.data}" if image.data is not None else image.url
-    return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "image_url", "image_url": {"url": image_url(image)}}
+
+
+def image_url(image: ImageBlock) -> str | None:
+    """The image's URL, or a ``data:`` URL of its inline bytes (both OpenAI APIs take either)."""
+    return f"data:{image.media_type};base64,{image.data}" if image.data is not None else image.url
+
+
+def tool_arguments(block: ToolUseBlock) -> str:
+    """A tool call's arguments as the model wrote them when they were not JSON, else compact."""
+    return block.raw_arguments if block.raw_arguments is not None else compact(block.input)
 
 
 def _tool_call(block: ToolUseBlock) -> Body:
-    arguments = block.raw_arguments if block.raw_arguments is not None else compact(block.input)
     return {
         "id": block.id,
         "type": "function",
-        "function": {"name": block.name, "arguments": arguments},
+        "function": {"name": block.name, "arguments": tool_arguments(block)},
     }
 
 
@@ -460,10 +467,6 @@ class OpenAIModel(AdapterModel[Transport]):
             lambda: self._transport.stream(body), lambda: ChatStream(self.dialect.provider)
         ):
             yield event
-
-
-openai_model = from_spec(OpenAIModel)
-"""``openai:<model>[@<base url>]``."""
 
 
 __all__ = [
