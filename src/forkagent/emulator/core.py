@@ -210,7 +210,7 @@ class Emulator:
     def _route_table(self) -> list[tuple[str, re.Pattern[str], Handler]]:
         model = r"/v1(?:beta)?/models/(?P<model>[^:/]+)"
         cache = r"/v1(?:beta)?/(?P<name>cachedContents/[^/]+)"
-        response = r"/v1/responses/(?P<id>resp_[^/]+)"
+        response = r"/v1/responses/(?P<id>[^/]+)"
         table: list[tuple[str, str, Handler]] = [
             ("POST", "/v1/messages", self._messages),
             ("POST", "/v1/messages/count_tokens", self._json(self._anthropic.count_tokens)),

@@ -84,27 +84,27 @@ class ResponsesApi:
         return {"object": "response.input_tokens", "input_tokens": prompt.tokens}
 
     def retrieve(self, response_id: str) -> Json:
-        return self.stored(response_id, "response_id", missing="not_found").body
+        """``GET /v1/responses/{id}``."""
+        return self._known(response_id).body
 
     def delete(self, response_id: str) -> Json:
-        self.stored(response_id, "response_id", missing="not_found")
+        """``DELETE /v1/responses/{id}``."""
+        self._known(response_id)
         with self._lock:
-            del self._responses[response_id]
+            if (dropped := self._responses.pop(response_id, None)) is not None:
+                self._forget(dropped)
         return {"id": response_id, "object": "response.deleted", "deleted": True}
 
-    def stored(self, response_id: str, param: str, *, missing: str) -> _Stored:
-        """A stored response; unknown ids are the API's 404 (retrieve) or 400 (a request)."""
+    def stored(self, response_id: str) -> _Stored | None:
         with self._lock:
-            found = self._responses.get(response_id)
-        if found is not None:
-            return found
-        if missing == "not_found":
-            raise ApiError("not_found", f"Response with id '{response_id}' not found.", param=param)
-        raise _param_error(
-            f"Previous response with id '{response_id}' not found.",
-            param,
-            "previous_response_not_found",
-        )
+            return self._responses.get(response_id)
+
+    def _known(self, response_id: str) -> _Stored:
+        found = self.stored(response_id)
+        if found is None:
+            message = f"Response with id '{response_id}' not found."
+            raise ApiError("not_found", message, param="response_id")
+        return found
 
     def item(self, item_id: str) -> Json:
         """A stored output item, for ``item_reference`` and reasoning items sent by id."""
@@ -126,9 +126,12 @@ class ResponsesApi:
             for item in stored.output:
                 self._items[str(item["id"])] = item
             while len(self._responses) > _STORED:
-                _, dropped = self._responses.popitem(last=False)
-                for item in dropped.output:
-                    self._items.pop(str(item["id"]), None)
+                self._forget(self._responses.popitem(last=False)[1])
+
+    def _forget(self, stored: _Stored) -> None:
+        """Drop a response's items from the item table (call with the lock held)."""
+        for item in stored.output:
+            self._items.pop(str(item["id"]), None)
 
     def clear(self) -> None:
         with self._lock:
@@ -192,7 +195,13 @@ class _Prompt:
     def _earlier(self, previous: str | None) -> list[Json]:
         if previous is None:
             return []
-        stored = self._api.stored(previous, "previous_response_id", missing="invalid")
+        stored = self._api.stored(previous)
+        if stored is None:
+            raise _param_error(
+                f"Previous response with id '{previous}' not found.",
+                "previous_response_id",
+                "previous_response_not_found",
+            )
         return [*stored.context, *stored.output]
 
     def _resolve(self, item: Json) -> Json:
@@ -356,9 +365,9 @@ class ResponsesTurn(OpenAICacheTurn):
         self.stream = bool(body.get("stream", False))
         self._store = body.get("store") is not False
         reasoning = optional(body, "reasoning", dict) or {}
-        effort = reasoning.get("effort")
-        self.with_thinking = effort != "none" and (
-            effort is not None or _REASONING_MODELS.match(self.model) is not None
+        self._effort = reasoning.get("effort")
+        self.with_thinking = self._effort != "none" and (
+            self._effort is not None or _REASONING_MODELS.match(self.model) is not None
         )
         self._summary = reasoning.get("summary") or reasoning.get("generate_summary")
         self._sealed = ENCRYPTED_REASONING in (optional(body, "include", list) or [])
@@ -459,7 +468,6 @@ class ResponsesTurn(OpenAICacheTurn):
         self, message_id: str, status: str, items: list[Json], usage: Json | None
     ) -> Json:
         body = self._body
-        reasoning = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
         done = status in ("completed", "incomplete")
         return {
             "id": message_id,
@@ -481,10 +489,7 @@ class ResponsesTurn(OpenAICacheTurn):
             "previous_response_id": self._prompt.previous,
             "prompt_cache_key": body.get("prompt_cache_key"),
             "prompt_cache_retention": body.get("prompt_cache_retention"),
-            "reasoning": {
-                "effort": (reasoning or {}).get("effort"),
-                "summary": self._summary,
-            },
+            "reasoning": {"effort": self._effort, "summary": self._summary},
             "safety_identifier": body.get("safety_identifier"),
             "service_tier": "default",
             "store": self._store,
