@@ -432,6 +432,18 @@ class ChatStream:
 # --- the model ----------------------------------------------------------------------------------
 
 
+def sdk_transport(
+    dialect: ChatDialect, method: str, given: Transport | None, client: ClientOptions
+) -> tuple[Transport, str | None]:
+    """``given``, else the ``openai`` SDK's ``method`` for the dialect's server; and the base
+    URL a model string must name (None when it is the default, or no SDK is used)."""
+    if given is not None:
+        return given, None
+    endpoint = dialect.endpoint
+    base_url = endpoint.custom_url(client.get("base_url"))
+    return stainless_transport(dialect.provider, "openai", method, endpoint, client), base_url
+
+
 class OpenAIModel(AdapterModel[Transport]):
     """A Chat Completions model through ``openai.AsyncOpenAI``, for OpenAI or a compatible server.
 
@@ -449,11 +461,7 @@ class OpenAIModel(AdapterModel[Transport]):
         transport: Transport | None = None,
         **client: Unpack[ClientOptions],
     ) -> None:
-        endpoint = dialect.endpoint
-        base_url = None if transport else endpoint.custom_url(client.get("base_url"))
-        transport = transport or stainless_transport(
-            dialect.provider, "openai", "chat.completions.create", endpoint, client
-        )
+        transport, base_url = sdk_transport(dialect, "chat.completions.create", transport, client)
         super().__init__(name, dialect.profile(), retry, transport, base_url)
         self.dialect = dialect
 

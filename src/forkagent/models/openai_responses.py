@@ -56,7 +56,7 @@ from ._adapter import AdapterModel
 from ._cache import ResponseIds
 from ._json import as_dict, as_int, as_list, as_str, compact, get_int, parse_arguments
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
-from ._transport import Body, ClientOptions, Transport, stainless_transport
+from ._transport import Body, ClientOptions, Transport
 from .base import (
     Model,
     ModelResponse,
@@ -67,7 +67,7 @@ from .base import (
     ThinkingDelta,
     ToolUseStarted,
 )
-from .openai import OPENAI, OpenAIModel, image_url, tool_arguments
+from .openai import OPENAI, OpenAIModel, image_url, sdk_transport, tool_arguments
 
 Api: TypeAlias = Literal["responses", "chat"]
 
@@ -335,11 +335,7 @@ class OpenAIResponsesModel(AdapterModel[Transport]):
         transport: Transport | None = None,
         **client: Unpack[ClientOptions],
     ) -> None:
-        endpoint = OPENAI.endpoint
-        base_url = None if transport else endpoint.custom_url(client.get("base_url"))
-        transport = transport or stainless_transport(
-            OPENAI.provider, "openai", "responses.create", endpoint, client
-        )
+        transport, base_url = sdk_transport(OPENAI, "responses.create", transport, client)
         super().__init__(name, OPENAI.profile(), retry, transport, base_url)
         self.chain = chain
         self._ids = ResponseIds()
