@@ -174,8 +174,7 @@ class _Prompt:
         self._api = api
         self.previous = optional(body, "previous_response_id", str)
         earlier = self._earlier(self.previous)
-        self.input = [self._resolve(item) for item in _input_items(body)]
-        self.context = [*earlier, *self.input]
+        self.context = [*earlier, *(self._resolve(item) for item in _input_items(body))]
         if not self.context and not counting:
             raise _param_error(
                 "Missing required parameter: 'input'.", "input", "missing_required_parameter"
@@ -291,9 +290,7 @@ def _item_parts(index: int, item: Json, ttl: str | None, *, label: str = "input"
         return [cache_part("messages", where, payload, text, None)]
     if kind == "function_call_output":
         output = item.get("output")
-        said = (
-            output if isinstance(output, str) else "".join(_content_text(p) for p in output or [])
-        )
+        said = output if isinstance(output, str) else "".join(map(_content_text, _parts(output)))
         payload = {"type": kind, "call_id": item["call_id"], "output": output}
         text = f"<|function_call_output|>{item['call_id']}\n{said}"
         return [cache_part("messages", where, payload, text, None)]
@@ -310,10 +307,8 @@ def _message_parts(where: str, item: Json, ttl: str | None) -> list[Part]:
     layer: Layer = "system" if role in ("system", "developer") else "messages"
     content = item.get("content")
     parts = [{"type": "input_text", "text": content}] if isinstance(content, str) else content
-    if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
-        raise _param_error(f"{where}.content: a string or a list of content parts.", "input")
     out: list[Part] = []
-    for j, part in enumerate(parts):
+    for j, part in enumerate(_parts(parts)):
         label = f"{where}.content[{j}]"
         said = _content_text(part)
         text = (f"<|{role}|>" if j == 0 else "") + said
@@ -322,6 +317,13 @@ def _message_parts(where: str, item: Json, ttl: str | None) -> list[Part]:
     if not out:
         out.append(cache_part(layer, where, {"role": role}, f"<|{role}|>", None))
     return out
+
+
+def _parts(value: Any) -> list[Json]:
+    """Content parts (a message's content, a tool output), checked to be a list of objects."""
+    if not isinstance(value, list) or not all(isinstance(p, dict) for p in value):
+        raise _param_error("input: content must be a string or a list of content parts.", "input")
+    return value
 
 
 def _content_text(part: Json) -> str:
