@@ -299,6 +299,24 @@ async def test_chained_requests_carry_only_the_new_items(
     assert "previous_response_id" not in bodies[2]  # a history it did not send: all of it
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_lost_stored_response_is_replaced_by_the_full_history(
+    emulator: Emulator, server: RunningServer, closing: list[Model], stream: bool
+) -> None:
+    bodies = capture_bodies(emulator)
+    model = _model(server, closing, chain=True)
+    first = ModelRequest(model="gpt-5", messages=(user("one"),))
+    reply = await complete(model, first, stream=False)
+    emulator.reset()  # the server forgets every stored response
+    bodies.clear()
+    second = first.model_copy(update={"messages": (*first.messages, reply.message, user("two"))})
+    assert (await complete(model, second, stream=stream)).message.text == "done"
+    assert [entry.status for entry in emulator.log] == [400, 200]
+    [resent] = bodies  # the refused one never reached the model
+    assert "previous_response_id" not in resent
+    assert [i["content"] for i in resent["input"]] == ["one", "done", "two"]
+
+
 async def test_reasoning_round_trips_through_the_emulator(
     emulator: Emulator, server: RunningServer, closing: list[Model]
 ) -> None:

@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Literal, TypeAlias, Unpack
 
 from .._spec import split_base_url
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, InvalidRequestError
 from ..messages import (
     AssistantMessage,
     ContentBlock,
@@ -322,8 +322,10 @@ class OpenAIResponsesModel(AdapterModel[Transport]):
     """An OpenAI model on the Responses API, through ``openai.AsyncOpenAI``.
 
     ``chain=True`` stores responses and sends ``previous_response_id`` with only the
-    new part of a history (see the module notes); the key and base URL come as for
-    ``OpenAIModel``. ``transport`` replaces the SDK (the emulator model uses it).
+    new part of a history (see the module notes); a chained request the API refuses
+    is sent once more in full, since the stored response may be gone (expired,
+    deleted, another project's). The key and base URL come as for ``OpenAIModel``;
+    ``transport`` replaces the SDK (the emulator model uses it).
     """
 
     def __init__(
@@ -341,12 +343,35 @@ class OpenAIResponsesModel(AdapterModel[Transport]):
         self._ids = ResponseIds()
 
     async def request(self, request: ModelRequest) -> ModelResponse:
-        body = render_request(request, chain=self.chain, previous=self._previous(request))
-        response = parse_response(await self._send(lambda: self._transport.send(body)))
+        previous = self._previous(request)
+        try:
+            response = await self._request(request, previous)
+        except InvalidRequestError:
+            if previous is None:
+                raise
+            response = await self._request(request, None)  # the stored response may be gone
         return self._remember(request, response)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         previous = self._previous(request)
+        try:
+            async for event in self._events(request, previous):
+                yield event
+        except InvalidRequestError:  # refused before any output: sent again, in full
+            if previous is None:
+                raise
+            async for event in self._events(request, None):
+                yield event
+
+    async def _request(
+        self, request: ModelRequest, previous: tuple[str, int] | None
+    ) -> ModelResponse:
+        body = render_request(request, chain=self.chain, previous=previous)
+        return parse_response(await self._send(lambda: self._transport.send(body)))
+
+    async def _events(
+        self, request: ModelRequest, previous: tuple[str, int] | None
+    ) -> AsyncIterator[StreamEvent]:
         body = render_request(request, stream=True, chain=self.chain, previous=previous)
         async for event in self._stream(
             lambda: self._transport.stream(body), lambda: ResponsesStream(OPENAI.provider)
