@@ -101,9 +101,10 @@ def render_request(
 ) -> Body:
     """The Responses body for ``request``.
 
-    ``chain`` asks the server to store the response; ``previous`` is (response id, index of the history's message after the one that
-    response produced): the request then continues that stored response and sends
-    only the messages from that index on. Without it the whole history is sent.
+    ``chain`` asks the server to store the response. ``previous`` is (response id,
+    index of the message after the one that response produced): the request then
+    continues that stored response and sends only the messages from that index on.
+    Without it the whole history is sent.
     """
     settings = request.settings
     body: Body = {"model": request.model}
@@ -124,35 +125,43 @@ def render_request(
             }
             for t in request.tools
         ]
-    if (choice := settings.tool_choice) is not None:
-        body["tool_choice"] = (
-            {"type": "function", "name": choice}
-            if choice not in ("auto", "any", "none")
-            else "required"
-            if choice == "any"
-            else choice
-        )
+    body.update(_settings(request, chain=chain))
+    if stream:
+        body["stream"] = True
+    body.update(settings.extra)
+    return body
+
+
+def _settings(request: ModelRequest, *, chain: bool) -> Body:
+    settings = request.settings
     if settings.stop_sequences:
         raise ConfigurationError(
             "the OpenAI Responses API takes no stop sequences; "
             "use the Chat Completions API for this model (api='chat')"
         )
-    body["max_output_tokens"] = settings.max_tokens
+    out: Body = {}
+    if settings.tool_choice is not None:
+        out["tool_choice"] = _tool_choice(settings.tool_choice)
+    out["max_output_tokens"] = settings.max_tokens
     if settings.temperature is not None:
-        body["temperature"] = settings.temperature
+        out["temperature"] = settings.temperature
     if settings.top_p is not None:
-        body["top_p"] = settings.top_p
+        out["top_p"] = settings.top_p
     if settings.thinking is not None and settings.thinking.type != "disabled":
-        body["reasoning"] = {"summary": "auto"}
+        out["reasoning"] = {"summary": "auto"}
     if settings.cache_key is not None:
-        body["prompt_cache_key"] = settings.cache_key
-    body["store"] = chain
+        out["prompt_cache_key"] = settings.cache_key
+    out["store"] = chain
     if not chain and reasons(request.model):
-        body["include"] = [ENCRYPTED_REASONING]
-    if stream:
-        body["stream"] = True
-    body.update(settings.extra)
-    return body
+        out["include"] = [ENCRYPTED_REASONING]
+    return out
+
+
+def _tool_choice(choice: str) -> JsonValue:
+    """``any`` is ``required``; a tool's name forces that function."""
+    if choice == "any":
+        return "required"
+    return choice if choice in ("auto", "none") else {"type": "function", "name": choice}
 
 
 def render_items(messages: tuple[Message, ...]) -> list[JsonValue]:
