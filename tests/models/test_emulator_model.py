@@ -117,7 +117,8 @@ async def test_a_cut_stream_in_process(emu: Emulator, sleeps: list[float]) -> No
     emu.faults.inject(Fault("cut_stream", after_events=0))
     events = [e async for e in model.stream(request)]
     assert isinstance(events[-1], ResponseComplete)
-    emu.faults.inject(Fault("cut_stream", after_events=3))
+    # gpt-4.1 speaks the Responses API: created, in_progress, item and part added, 2 deltas
+    emu.faults.inject(Fault("cut_stream", after_events=6))
     seen: list[object] = []
 
     async def consume() -> None:

@@ -12,6 +12,7 @@ from forkagent.models.anthropic import AnthropicModel
 from forkagent.models.emulator import EmulatorModel
 from forkagent.models.gemini import GeminiModel
 from forkagent.models.openai import OpenAIModel
+from forkagent.models.openai_responses import OpenAIResponsesModel
 from forkagent.requests import ModelRequest
 
 
@@ -19,7 +20,8 @@ from forkagent.requests import ModelRequest
     ("spec", "kind", "provider"),
     [
         ("anthropic:claude-opus-4-1", AnthropicModel, "anthropic"),
-        ("openai:gpt-4.1", OpenAIModel, "openai"),
+        ("openai:gpt-4.1", OpenAIResponsesModel, "openai"),
+        ("openai:gpt-3.5-turbo", OpenAIModel, "openai"),
         ("dashscope:qwen-plus", OpenAIModel, "dashscope"),
         ("deepseek:deepseek-chat", OpenAIModel, "deepseek"),
         ("vllm:Qwen/Qwen3-8B", OpenAIModel, "vllm"),

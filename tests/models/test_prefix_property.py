@@ -26,7 +26,7 @@ from forkagent.messages import (
     ToolUseBlock,
     UserMessage,
 )
-from forkagent.models import anthropic, gemini, openai
+from forkagent.models import anthropic, gemini, openai, openai_responses
 from forkagent.models.compat import DASHSCOPE, DEEPSEEK
 from forkagent.requests import BlockPosition, ModelRequest, ModelSettings, canonical_json
 
@@ -37,6 +37,7 @@ Render = Callable[[ModelRequest], dict[str, Any]]
 RENDERERS: dict[str, Render] = {
     "anthropic": anthropic.render_request,
     "openai": lambda r: openai.render_request(r, openai.OPENAI),
+    "openai-responses": openai_responses.render_request,
     "dashscope": lambda r: openai.render_request(r, DASHSCOPE),
     "deepseek": lambda r: openai.render_request(r, DEEPSEEK),
     "gemini": gemini.render_request,
@@ -51,6 +52,8 @@ json_value = st.recursive(
 image = st.builds(ImageBlock, data=st.sampled_from(["aGVsbG8=", "d29ybGQ="])) | st.builds(
     ImageBlock, url=st.sampled_from(["https://a/1.png", "https://a/2.png"])
 )
+signature = text | st.just('{"type":"reasoning","id":"rs_1","summary":[]}')
+"""Another provider's signature, or a Responses API reasoning item (which goes back verbatim)."""
 user_part: st.SearchStrategy[TextBlock | ImageBlock] = st.builds(TextBlock, text=text) | image
 
 
@@ -75,7 +78,7 @@ def conversations(draw: st.DrawFn) -> list[Message]:
             messages.append(UserMessage(content=(TextBlock(text=draw(text)),)))
         blocks: list[ContentBlock] = []
         if draw(st.booleans()):
-            blocks.append(ThinkingBlock(thinking=draw(text), signature=draw(text)))
+            blocks.append(ThinkingBlock(thinking=draw(text), signature=draw(signature)))
         if draw(st.booleans()):
             blocks.append(TextBlock(text=draw(text)))
         pending = []
@@ -114,6 +117,8 @@ def _blocks(name: str, body: dict[str, Any]) -> tuple[list[str], list[str]]:
         items = [{"role": m["role"], **b} for m in body.pop("messages") for b in m["content"]]
     elif name == "gemini":
         items = [{"role": c["role"], **p} for c in body.pop("contents") for p in c["parts"]]
+    elif name == "openai-responses":
+        items = body.pop("input")
     else:
         items = body.pop("messages")
     fixed = [json.dumps([k, v]) for k, v in body.items()]

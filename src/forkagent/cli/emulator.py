@@ -58,5 +58,7 @@ def how_to_point(url: str) -> str:
             f'  openai         OpenAI(base_url="{url}/v1", api_key="emulator")',
             f'  google-genai   Client(api_key="emulator", http_options={{"base_url": "{url}"}})',
             f"  environment    ANTHROPIC_BASE_URL={url} OPENAI_BASE_URL={url}/v1",
+            "  frameworks     that environment and OPENAI_API_KEY=emulator "
+            "(OpenAI Agents SDK: also OPENAI_AGENTS_DISABLE_TRACING=1)",
         ]
     )

@@ -1,6 +1,6 @@
-"""OpenAI Chat Completions and the compatible providers' cache rules.
+"""OpenAI Chat Completions and the compatible providers: requests, responses, streams.
 
-The model id picks the rules: OpenAI's automatic prefix cache (1024 tokens,
+The model id picks the cache rules (``openai_cache``): OpenAI's automatic prefix cache (1024 tokens,
 then 128-token steps, routed by ``prompt_cache_key`` and the first 256
 tokens) or its explicit ``prompt_cache_breakpoint`` parts, DashScope for
 ``qwen*`` (explicit ``cache_control`` blocks or the implicit cache), DeepSeek
@@ -10,33 +10,21 @@ for ``deepseek*`` (64-token units from token 0).
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
-from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from . import tokens
-from .cache import (
-    Block,
-    BlockCache,
-    BlockRules,
-    CacheResult,
-    Layer,
-    PrefixCache,
-    PrefixRules,
-    Segment,
-)
+from .cache import CacheResult, Layer
 from .errors import ApiError, ErrorKind, invalid
+from .openai_cache import OpenAICaches, OpenAICacheTurn, Part, cache_part
 from .policies import EmulatedRequest
-from .profiles import CacheSettings, ChatProfile, chat_profile
+from .profiles import ChatProfile, chat_profile
 from .wire import (
     Call,
     Json,
     Output,
     SseEvent,
-    Turn,
     canonical,
     content_blocks,
     conversation_key,
@@ -46,13 +34,6 @@ from .wire import (
     require,
 )
 
-OPENAI_RULES = (1024, 128)
-OPENAI_EXPLICIT = BlockRules(min_tokens=1024, lookback=1 << 30, max_breakpoints=4)
-"""``prompt_cache_breakpoint``: no block lookback limit, at most 4 writes a request."""
-DASHSCOPE_EXPLICIT = BlockRules(min_tokens=1024, lookback=20, max_breakpoints=4)
-DASHSCOPE_IMPLICIT = (256, 64)
-DEEPSEEK_UNIT = 64
-ROUTING_TOKENS = 256
 MODELS = ("gpt-5", "gpt-4.1", "gpt-4o", "qwen-plus", "qwen-max", "deepseek-chat")
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -80,7 +61,13 @@ def error_status(error: ApiError) -> int:
 
 def error_body(error: ApiError) -> Json:
     kind, code = _ERRORS[error.kind]
-    return {"error": {"message": error.message, "type": kind, "param": None, "code": code}}
+    body = {
+        "message": error.message,
+        "type": kind,
+        "param": error.param,
+        "code": error.code or code,
+    }
+    return {"error": body}
 
 
 def models_body() -> Json:
@@ -91,48 +78,14 @@ def models_body() -> Json:
     return {"object": "list", "data": data}
 
 
-@dataclass(frozen=True, slots=True)
-class _Part:
-    """One cacheable content part with its tokens (both engines see the same ones)."""
-
-    layer: Layer
-    label: str
-    content: bytes
-    tokens: tuple[int, ...]
-    ttl: str | None
-
-
-class ChatApi:
+class ChatApi(OpenAICaches):
     """State of the OpenAI-compatible routes: caches and OpenAI's request routing."""
-
-    def __init__(self, blocks: BlockCache, prefixes: PrefixCache, settings: CacheSettings) -> None:
-        self.blocks = blocks
-        self.prefixes = prefixes
-        self.settings = settings
-        self._routes: dict[bytes, deque[float]] = {}
-        self._lock = threading.Lock()
 
     def parse(self, call: Call) -> ChatTurn:
         return ChatTurn(self, call)
 
-    def replica(self, route: bytes, now: float) -> int:
-        """Which cache machine a route lands on: overflow past N requests a minute."""
-        limit = self.settings.openai_requests_per_minute
-        if limit is None:
-            return 0
-        with self._lock:
-            recent = self._routes.setdefault(route, deque())
-            while recent and recent[0] <= now - 60.0:
-                recent.popleft()
-            recent.append(now)
-            return (len(recent) - 1) // limit
 
-    def clear(self) -> None:
-        with self._lock:
-            self._routes.clear()
-
-
-class ChatTurn(Turn):
+class ChatTurn(OpenAICacheTurn):
     """One ``POST /v1/chat/completions``."""
 
     route = "/v1/chat/completions"
@@ -141,7 +94,7 @@ class ChatTurn(Turn):
 
     def __init__(self, api: ChatApi, call: Call) -> None:
         body = call.body
-        self._api = api
+        self._caches = api
         self._body = body
         self.model = require(body, "model", str)
         messages = require(body, "messages", list)
@@ -158,7 +111,7 @@ class ChatTurn(Turn):
         self._include_usage = bool(options.get("include_usage"))
         self.with_thinking = self.profile != "openai" or "reasoning_effort" in body
         self._mode, self._ttl = (
-            _cache_options(body) if self.profile == "openai" else ("implicit", "30m")
+            cache_options(body) if self.profile == "openai" else ("implicit", "30m")
         )
         self._parts = _parts(body, messages, _MARKERS.get(self.profile), self._ttl)
         marked = any(p.ttl for p in self._parts)
@@ -169,66 +122,6 @@ class ChatTurn(Turn):
             self.visible_delay = api.settings.deepseek_build_delay
         self._created = int(time.time())
         self.request = _view(call, self.model, messages)
-
-    def account(self, now: float, writer: int, message_id: str) -> CacheResult:
-        if self._explicit and self.profile == "dashscope":
-            blocks = [Block(p.layer, p.label, p.content, len(p.tokens), p.ttl) for p in self._parts]
-            namespace = f"dashscope\0{self.model}"
-            return self._api.blocks.evaluate(
-                namespace, blocks, {}, DASHSCOPE_EXPLICIT, now=now, writer=writer
-            )
-        segments = [Segment(p.label, p.layer, p.tokens) for p in self._parts]
-        if self._explicit:
-            namespace = f"openai-explicit\0{self._route(segments, now)}"
-            return self._api.blocks.evaluate(
-                namespace, self._breakpoints(), {}, OPENAI_EXPLICIT, now=now, writer=writer
-            )
-        namespace, rules = self._prefix_rules(segments, now)
-        return self._api.prefixes.evaluate(namespace, segments, rules, now=now, writer=writer)
-
-    def _breakpoints(self) -> list[Block]:
-        """OpenAI's blocks: explicit mode writes the latest 4 breakpoints; implicit mode the
-        latest 3 and its own at the end of the prompt."""
-        ttls = [p.ttl for p in self._parts]
-        if self._mode == "implicit":
-            explicit = [i for i, ttl in enumerate(ttls) if ttl is not None][-3:]
-            ttls = [ttl if i in explicit else None for i, ttl in enumerate(ttls)]
-            ttls[-1] = ttls[-1] or self._ttl
-        return [
-            Block(p.layer, p.label, p.content, len(p.tokens), ttl)
-            for p, ttl in zip(self._parts, ttls, strict=True)
-        ]
-
-    def _prefix_rules(self, segments: list[Segment], now: float) -> tuple[str, PrefixRules]:
-        settings = self._api.settings
-        if self.profile == "deepseek":
-            rules = PrefixRules(DEEPSEEK_UNIT, DEEPSEEK_UNIT, settings.deepseek_ttl)
-            return f"deepseek\0{self.model}", rules
-        if self.profile == "dashscope":
-            minimum, unit = DASHSCOPE_IMPLICIT
-            return f"dashscope-implicit\0{self.model}", PrefixRules(
-                minimum, unit, settings.dashscope_implicit_ttl
-            )
-        minimum, unit = OPENAI_RULES
-        return f"openai\0{self._route(segments, now)}", PrefixRules(
-            minimum, unit, self._openai_ttl()
-        )
-
-    def _route(self, segments: list[Segment], now: float) -> str:
-        """OpenAI's cache machine: model, ``prompt_cache_key`` and the first 256 tokens."""
-        head = [t for s in segments for t in s.tokens][:ROUTING_TOKENS]
-        key = str(self._body.get("prompt_cache_key") or "")
-        route = hashlib.sha256(canonical([self.model, key, head])).digest()
-        return f"{self.model}\0{route.hex()}\0{self._api.replica(route, now)}"
-
-    def _openai_ttl(self) -> float:
-        settings = self._api.settings
-        if self._body.get("prompt_cache_retention") == "24h":
-            return settings.openai_extended_ttl
-        options = self._body.get("prompt_cache_options") or {}
-        if isinstance(options, dict) and options.get("ttl") == "30m":
-            return max(settings.openai_ttl, 1800.0)
-        return settings.openai_ttl
 
     def _usage_json(self, result: CacheResult, output: Output) -> Json:
         read = result.read_tokens
@@ -343,7 +236,7 @@ def _check_messages(messages: list[Any]) -> None:
         expected = {str(c.get("id")) for c in calls if isinstance(c, dict)}
 
 
-def _cache_options(body: Json) -> tuple[str, str]:
+def cache_options(body: Json) -> tuple[str, str]:
     """``prompt_cache_options``: the mode (``implicit`` by default) and the request's TTL."""
     options = optional(body, "prompt_cache_options", dict) or {}
     mode, ttl = options.get("mode", "implicit"), options.get("ttl", "30m")
@@ -354,39 +247,39 @@ def _cache_options(body: Json) -> tuple[str, str]:
     return mode, ttl
 
 
-def _parts(body: Json, messages: list[Json], marker: str | None, ttl: str) -> list[_Part]:
+def _parts(body: Json, messages: list[Json], marker: str | None, ttl: str) -> list[Part]:
     parts = [
-        _part("tools", f"tools[{i}]", {"tool": tool}, f"<|tool|>{dumps(tool)}", None)
+        cache_part("tools", f"tools[{i}]", {"tool": tool}, f"<|tool|>{dumps(tool)}", None)
         for i, tool in enumerate(optional(body, "tools", list) or [])
     ]
     if (schema := body.get("response_format")) is not None:
         parts.append(
-            _part("tools", "response_format", {"response_format": schema}, dumps(schema), None)
+            cache_part("tools", "response_format", {"response_format": schema}, dumps(schema), None)
         )
     for i, message in enumerate(messages):
         parts += _message_parts(i, message, marker, ttl)
     return parts
 
 
-def _message_parts(index: int, message: Json, marker: str | None, ttl: str) -> list[_Part]:
+def _message_parts(index: int, message: Json, marker: str | None, ttl: str) -> list[Part]:
     role = message["role"]
     layer: Layer = "system" if role in ("system", "developer") else "messages"
     header = f"<|{role}|>"
     extra: Json = {"tool_call_id": message["tool_call_id"]} if role == "tool" else {}
     if extra:
         header += f"{message['tool_call_id']}\n"
-    out: list[_Part] = []
+    out: list[Part] = []
     for j, part in enumerate(_content(message)):
         label = f"messages[{index}].content[{j}]"
         bare = {k: v for k, v in part.items() if k not in _MARKERS.values()}
         text = header if j == 0 else ""
         text += _part_text(bare)
-        mark = _mark(part, marker, label, ttl)
-        out.append(_part(layer, label, {"role": role, **extra, **bare}, text, mark))
+        mark = breakpoint_ttl(part, marker, label, ttl)
+        out.append(cache_part(layer, label, {"role": role, **extra, **bare}, text, mark))
     if calls := message.get("tool_calls"):
         text = ("" if out else header) + dumps(calls)
         out.append(
-            _part(
+            cache_part(
                 layer,
                 f"messages[{index}].tool_calls",
                 {"role": role, "tool_calls": calls},
@@ -395,11 +288,11 @@ def _message_parts(index: int, message: Json, marker: str | None, ttl: str) -> l
             )
         )
     if not out:
-        out.append(_part(layer, f"messages[{index}]", {"role": role}, header, None))
+        out.append(cache_part(layer, f"messages[{index}]", {"role": role}, header, None))
     return out
 
 
-def _mark(part: Json, marker: str | None, label: str, default_ttl: str) -> str | None:
+def breakpoint_ttl(part: Json, marker: str | None, label: str, default_ttl: str) -> str | None:
     """The TTL of the part's breakpoint (DashScope's last 5 minutes), or None without one."""
     value = part.get(marker) if marker else None
     if marker == "cache_control" or value is None:
@@ -411,10 +304,6 @@ def _mark(part: Json, marker: str | None, label: str, default_ttl: str) -> str |
     if ttl not in _BREAKPOINT_TTLS:
         raise invalid(f"{where}.ttl: Input should be '30m' or '12h'")
     return str(ttl)
-
-
-def _part(layer: Layer, label: str, payload: Json, text: str, ttl: str | None) -> _Part:
-    return _Part(layer, label, canonical(payload), tokens.encode(text), ttl)
 
 
 def _content(message: Json) -> list[Json]:

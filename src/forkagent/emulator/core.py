@@ -32,6 +32,7 @@ from .gemini_api import GeminiApi
 from .log import LogEntry, RequestLog
 from .policies import CallingAgent, Policy, Reply, Script, ask, default_policy
 from .profiles import CacheSettings
+from .responses_api import ResponsesApi
 from .timing import Clock, Latency, wall_clock
 from .wire import Call, Json, Output, SseEvent, Turn, shape_output
 
@@ -100,6 +101,7 @@ class Emulator:
         self._prefixes = PrefixCache()
         self._anthropic = AnthropicApi(self._blocks)
         self._chat = ChatApi(self._blocks, self._prefixes, self.settings)
+        self._responses = ResponsesApi(self._chat)
         self._gemini = GeminiApi(self._prefixes, self.settings, self.clock)
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
@@ -156,7 +158,8 @@ class Emulator:
         """Forget caches, log, scripts and counters; keep policy, latency and fault settings."""
         with self._lock:
             self._numbers = itertools.count(1)
-        for part in (self._blocks, self._prefixes, self._anthropic, self._chat, self._gemini):
+        parts = (self._blocks, self._prefixes, self._anthropic, self._chat, self._responses)
+        for part in (*parts, self._gemini):
             part.clear()
         self._script.clear()
         self.log.clear()
@@ -207,10 +210,19 @@ class Emulator:
     def _route_table(self) -> list[tuple[str, re.Pattern[str], Handler]]:
         model = r"/v1(?:beta)?/models/(?P<model>[^:/]+)"
         cache = r"/v1(?:beta)?/(?P<name>cachedContents/[^/]+)"
+        response = r"/v1/responses/(?P<id>[^/]+)"
         table: list[tuple[str, str, Handler]] = [
             ("POST", "/v1/messages", self._messages),
             ("POST", "/v1/messages/count_tokens", self._json(self._anthropic.count_tokens)),
             ("POST", "/v1/chat/completions", self._chat_completions),
+            ("POST", "/v1/responses", self._responses_create),
+            ("POST", "/v1/responses/input_tokens", self._json(self._responses.input_tokens)),
+            ("GET", response, self._json(lambda call: self._responses.retrieve(call.params["id"]))),
+            (
+                "DELETE",
+                response,
+                self._json(lambda call: self._responses.delete(call.params["id"])),
+            ),
             ("GET", "/v1/models", self._models),
             ("POST", model + ":generateContent", self._gemini_generate),
             ("POST", model + ":streamGenerateContent", self._gemini_stream),
@@ -247,6 +259,9 @@ class Emulator:
 
     async def _chat_completions(self, call: Call) -> Exchange:
         return await self._generate("openai", call, lambda: self._chat.parse(call))
+
+    async def _responses_create(self, call: Call) -> Exchange:
+        return await self._generate("openai", call, lambda: self._responses.parse(call))
 
     async def _gemini_generate(self, call: Call) -> Exchange:
         return await self._generate("gemini", call, lambda: self._gemini.parse(call, stream=False))

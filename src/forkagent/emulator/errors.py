@@ -25,11 +25,23 @@ STATUS: dict[ErrorKind, int] = {
 class ApiError(Exception):
     """A request the emulated provider refuses (or fails) with an HTTP error."""
 
-    def __init__(self, kind: ErrorKind, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.retry_after = retry_after
+        self.param = param
+        """The request field at fault, for the formats that name it (OpenAI)."""
+        self.code = code
+        """A machine-readable code, where the format has one (OpenAI)."""
 
     @property
     def status(self) -> int:

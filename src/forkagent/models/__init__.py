@@ -31,7 +31,7 @@ _lazy: dict[str, str] = {
     # prefix -> "module:function(model_name) -> Model"
     "test": "forkagent.models.function:test_model",
     "anthropic": "forkagent.models.anthropic:anthropic_model",
-    "openai": "forkagent.models.openai:openai_model",
+    "openai": "forkagent.models.openai_responses:openai_model",
     "dashscope": "forkagent.models.compat:dashscope_model",
     "deepseek": "forkagent.models.compat:deepseek_model",
     "vllm": "forkagent.models.compat:vllm_model",

@@ -27,6 +27,7 @@ from .base import CALLER, Model, ModelResponse, StreamEvent
 from .compat import DASHSCOPE, DEEPSEEK
 from .gemini import GeminiModel
 from .openai import OPENAI, ChatDialect, OpenAIModel
+from .openai_responses import Api, OpenAIResponsesModel, default_api
 
 if TYPE_CHECKING:
     from ..emulator import Emulator, EmulatorReply
@@ -158,7 +159,9 @@ class EmulatorModel(Model):
     """A model served by the emulator, with the real adapter's rendering, parsing and retries.
 
     ``emulator`` defaults to the process-wide ``default_emulator()``.
-    ``diagnostics`` applies to Claude ids, ``explicit_cache`` to Gemini ids.
+    ``diagnostics`` applies to Claude ids, ``explicit_cache`` to Gemini ids; OpenAI ids
+    speak the API ``api`` names (default: ``default_api``, as ``openai:`` models do),
+    and on the Responses API ``chain`` sends ``previous_response_id``.
     """
 
     def __init__(
@@ -169,6 +172,8 @@ class EmulatorModel(Model):
         retry: RetryPolicy = DEFAULT_RETRY,
         diagnostics: bool = False,
         explicit_cache: bool = False,
+        api: Api | None = None,
+        chain: bool = False,
     ) -> None:
         from ..emulator import default_emulator
 
@@ -177,6 +182,9 @@ class EmulatorModel(Model):
             raise ConfigurationError("diagnostics=True needs a Claude model id (claude-...)")
         if explicit_cache and kind != "gemini":
             raise ConfigurationError("explicit_cache=True needs a Gemini model id (gemini-...)")
+        responses = kind == "openai" and (api or default_api(model_id)) == "responses"
+        if chain and not responses:
+            raise ConfigurationError("chain=True needs an OpenAI model on the Responses API")
         self.emulator = emulator or default_emulator()
         wire = _Wire(self.emulator, _HEADERS.get(kind, _CHAT_HEADERS))
         self.adapter: Model
@@ -193,6 +201,13 @@ class EmulatorModel(Model):
                 retry=retry,
                 explicit_cache=explicit_cache,
                 transport=_GeminiTransport(wire),
+            )
+        elif responses:
+            self.adapter = OpenAIResponsesModel(
+                model_id,
+                chain=chain,
+                retry=retry,
+                transport=_MessagesTransport(wire, "/v1/responses"),
             )
         else:
             self.adapter = OpenAIModel(

@@ -48,7 +48,6 @@ from ._transport import (
     ClientOptions,
     Endpoint,
     Transport,
-    from_spec,
     stainless_transport,
 )
 from .base import (
@@ -281,16 +280,24 @@ def _text_part(text: str) -> Body:
 
 
 def _image_part(image: ImageBlock) -> Body:
-    url = f"data:{image.media_type};base64,{image.data}" if image.data is not None else image.url
-    return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "image_url", "image_url": {"url": image_url(image)}}
+
+
+def image_url(image: ImageBlock) -> str | None:
+    """The image's URL, or a ``data:`` URL of its inline bytes (both OpenAI APIs take either)."""
+    return f"data:{image.media_type};base64,{image.data}" if image.data is not None else image.url
+
+
+def tool_arguments(block: ToolUseBlock) -> str:
+    """A tool call's arguments as the model wrote them when they were not JSON, else compact."""
+    return block.raw_arguments if block.raw_arguments is not None else compact(block.input)
 
 
 def _tool_call(block: ToolUseBlock) -> Body:
-    arguments = block.raw_arguments if block.raw_arguments is not None else compact(block.input)
     return {
         "id": block.id,
         "type": "function",
-        "function": {"name": block.name, "arguments": arguments},
+        "function": {"name": block.name, "arguments": tool_arguments(block)},
     }
 
 
@@ -435,6 +442,18 @@ class ChatStream:
 # --- the model ----------------------------------------------------------------------------------
 
 
+def sdk_transport(
+    dialect: ChatDialect, method: str, given: Transport | None, client: ClientOptions
+) -> tuple[Transport, str | None]:
+    """``given``, else the ``openai`` SDK's ``method`` for the dialect's server; and the base
+    URL a model string must name (None when it is the default, or no SDK is used)."""
+    if given is not None:
+        return given, None
+    endpoint = dialect.endpoint
+    base_url = endpoint.custom_url(client.get("base_url"))
+    return stainless_transport(dialect.provider, "openai", method, endpoint, client), base_url
+
+
 class OpenAIModel(AdapterModel[Transport]):
     """A Chat Completions model through ``openai.AsyncOpenAI``, for OpenAI or a compatible server.
 
@@ -452,11 +471,7 @@ class OpenAIModel(AdapterModel[Transport]):
         transport: Transport | None = None,
         **client: Unpack[ClientOptions],
     ) -> None:
-        endpoint = dialect.endpoint
-        base_url = None if transport else endpoint.custom_url(client.get("base_url"))
-        transport = transport or stainless_transport(
-            dialect.provider, "openai", "chat.completions.create", endpoint, client
-        )
+        transport, base_url = sdk_transport(dialect, "chat.completions.create", transport, client)
         super().__init__(name, dialect.profile(), retry, transport, base_url)
         self.dialect = dialect
 
@@ -470,10 +485,6 @@ class OpenAIModel(AdapterModel[Transport]):
             lambda: self._transport.stream(body), lambda: ChatStream(self.dialect.provider)
         ):
             yield event
-
-
-openai_model = from_spec(OpenAIModel)
-"""``openai:<model>[@<base url>]``."""
 
 
 __all__ = [
