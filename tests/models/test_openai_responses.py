@@ -9,7 +9,7 @@ import pytest
 
 from forkagent.emulator import Emulator, Reply, RunningServer, ToolCall
 from forkagent.errors import ConfigurationError, StreamInterruptedError
-from forkagent.messages import ThinkingBlock, ToolUseBlock, assistant, tool_result, user
+from forkagent.messages import JsonValue, ThinkingBlock, ToolUseBlock, assistant, tool_result, user
 from forkagent.models import Model, TextDelta, ThinkingDelta, ToolUseStarted
 from forkagent.models.emulator import EmulatorModel
 from forkagent.models.openai_responses import (
@@ -21,6 +21,7 @@ from forkagent.models.openai_responses import (
     render_request,
 )
 from forkagent.requests import ModelRequest, ModelSettings, ThinkingConfig
+from forkagent.testing import wire
 
 from ._helpers import (
     FAST,
@@ -35,7 +36,7 @@ from ._helpers import (
     script_tool_turn,
 )
 
-REASONING = {
+REASONING: dict[str, JsonValue] = {
     "id": "rs_1",
     "type": "reasoning",
     "summary": [{"type": "summary_text", "text": "Check A first."}],
@@ -91,7 +92,7 @@ def test_wire_request_matches_golden() -> None:
 
 
 def test_history_maps_to_input_items() -> None:
-    body = render_request(_rich())
+    body = wire(render_request(_rich()))
     assert body["instructions"] == "You review tickets.\n\nBe exact."
     kinds = [item.get("type", item.get("role")) for item in body["input"]]
     assert kinds == [
@@ -115,13 +116,13 @@ def test_history_maps_to_input_items() -> None:
 
 
 def test_reasoning_items_go_back_verbatim_and_foreign_thinking_is_left_out() -> None:
-    body = render_request(_rich())
+    body = wire(render_request(_rich()))
     assert body["input"][1] == REASONING
     anthropic_thinking = ThinkingBlock(thinking="hm", signature="c2lnbmF0dXJl")
     request = ModelRequest(
         model="gpt-5", messages=(user("a"), assistant(anthropic_thinking, "b"), user("c"))
     )
-    assert [i.get("type", i.get("role")) for i in render_request(request)["input"]] == [
+    assert [i.get("type", i.get("role")) for i in wire(render_request(request))["input"]] == [
         "user",
         "assistant",
         "user",
@@ -134,16 +135,16 @@ def test_parsed_reasoning_renders_back_to_the_same_item() -> None:
     assert isinstance(thinking, ThinkingBlock)
     assert thinking.thinking == "Check A first."
     request = ModelRequest(model="gpt-5", messages=(user("a"), response.message, user("b")))
-    assert render_request(request)["input"][1] == REASONING
+    assert wire(render_request(request))["input"][1] == REASONING
 
 
 def test_reasoning_models_ask_for_encrypted_reasoning_and_nothing_is_stored() -> None:
-    reasoning = render_request(ModelRequest(model="o4-mini", messages=(user("a"),)))
+    reasoning = wire(render_request(ModelRequest(model="o4-mini", messages=(user("a"),))))
     assert reasoning["store"] is False
     assert reasoning["include"] == ["reasoning.encrypted_content"]
-    plain = render_request(ModelRequest(model="gpt-4.1", messages=(user("a"),)))
+    plain = wire(render_request(ModelRequest(model="gpt-4.1", messages=(user("a"),))))
     assert "include" not in plain
-    chained = render_request(ModelRequest(model="o4-mini", messages=(user("a"),)), chain=True)
+    chained = wire(render_request(ModelRequest(model="o4-mini", messages=(user("a"),)), chain=True))
     assert chained["store"] is True
     assert "include" not in chained
 
@@ -152,20 +153,20 @@ def test_a_continued_history_sends_only_what_follows_the_response() -> None:
     request = ModelRequest(
         model="gpt-5", messages=(user("a"), assistant("b"), user("c")), system="s"
     )
-    body = render_request(request, chain=True, previous=("resp_9", 2))
+    body = wire(render_request(request, chain=True, previous=("resp_9", 2)))
     assert body["previous_response_id"] == "resp_9"
     assert body["input"] == [{"role": "user", "content": "c"}]
     assert body["instructions"] == "s"  # never carried over by the API
 
 
 @pytest.mark.parametrize(
-    ("choice", "wire"),
+    ("choice", "expected"),
     [("auto", "auto"), ("none", "none"), ("any", "required"),
      ("lookup", {"type": "function", "name": "lookup"})],
 )  # fmt: skip
-def test_tool_choice(choice: str, wire: object) -> None:
+def test_tool_choice(choice: str, expected: object) -> None:
     request = ModelRequest(model="m", settings=ModelSettings(tool_choice=choice))
-    assert render_request(request)["tool_choice"] == wire
+    assert wire(render_request(request))["tool_choice"] == expected
 
 
 def test_settings_map_to_the_apis_fields() -> None:
@@ -176,7 +177,7 @@ def test_settings_map_to_the_apis_fields() -> None:
         thinking=ThinkingConfig(type="enabled", budget_tokens=2048),
         extra={"prompt_cache_retention": "24h"},
     )
-    body = render_request(ModelRequest(model="gpt-5", settings=settings))
+    body = wire(render_request(ModelRequest(model="gpt-5", settings=settings)))
     assert body["max_output_tokens"] == 500
     assert body["temperature"] == 0.3
     assert body["prompt_cache_key"] == "k"
@@ -187,7 +188,7 @@ def test_settings_map_to_the_apis_fields() -> None:
 def test_stop_sequences_are_refused_with_a_way_out() -> None:
     request = ModelRequest(model="gpt-5", settings=ModelSettings(stop_sequences=("END",)))
     with pytest.raises(ConfigurationError, match="api='chat'"):
-        render_request(request)
+        wire(render_request(request))
 
 
 def test_usage_counts_cached_and_written_tokens_inside_input_tokens() -> None:
@@ -221,9 +222,12 @@ def test_stop_reasons() -> None:
     assert isinstance(use, ToolUseBlock)
     assert list(use.input) == ["z", "a"]
     assert response.stop_reason == "tool_use"
-    cut = {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
+    cut: dict[str, JsonValue] = {
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+    }
     assert parse_response(cut).stop_reason == "max_tokens"
-    refusal = {"type": "message", "content": [{"type": "refusal", "refusal": "No."}]}
+    refusal: JsonValue = {"type": "message", "content": [{"type": "refusal", "refusal": "No."}]}
     refused = parse_response({"output": [refusal]})
     assert refused.stop_reason == "refusal"
     assert refused.message.text == "No."
