@@ -177,7 +177,8 @@ async def test_cancelling_a_remote_child_kills_its_commands(tmp_path: Path) -> N
             async with agent.session() as session:
                 await session.send("Plan.")
                 [child] = await session.fork(["sleep"], background=True)
-                while not pidfile.exists() or not pidfile.read_text().strip():
+                # Written by the command on the worker: there is no event here to wait on.
+                while not pidfile.exists() or not pidfile.read_text().strip():  # noqa: ASYNC110
                     await asyncio.sleep(0.05)
                 child.cancel()
                 result = await child.wait()
