@@ -11,15 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from ._ray import require_ray
+
 
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    try:
-        import ray
-    except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail("CI must have the ray extra for the executor tests: uv sync --all-extras")
-        pytest.skip("the ray extra is not installed (pip install 'forkagent[ray]')")
+    require_ray()
+    import ray
+
     # A local, private instance: no token file in the home directory, small resources
     # (the machine is shared), nothing streamed from the workers' logs.
     os.environ["RAY_AUTH_MODE"] = "disabled"

@@ -13,8 +13,12 @@ import pytest
 
 from forkagent import Agent, Executor, InProcessExecutor, ModelSettings, RunResult, tool
 from forkagent.emulator import EmulatedRequest, Emulator, Reply, ToolCall, use_emulator
-from forkagent.executors.ray import RayExecutor
 from forkagent.state import read_tree, transcript_path
+
+from ._ray import require_ray
+
+require_ray()  # before the import below, which needs the extra
+from forkagent.executors.ray import RayExecutor  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
