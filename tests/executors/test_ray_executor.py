@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from forkagent import Agent, Executor, InProcessExecutor, ModelSettings, RunResult, tool
+from forkagent import (
+    Agent,
+    Executor,
+    InProcessExecutor,
+    Limits,
+    ModelSettings,
+    RunResult,
+    tool,
+)
 from forkagent.emulator import EmulatedRequest, Emulator, Reply, ToolCall, use_emulator
 from forkagent.state import read_tree, transcript_path
 
@@ -63,10 +71,11 @@ class Recorder:
 
 
 async def run_tree(
-    cwd: Path, executor: Executor, recorder: Recorder, tools: tuple[Any, ...]
+    cwd: Path, executor: Executor, recorder: Recorder, tools: tuple[Any, ...], **options: Any
 ) -> RunResult:
     """The main agent plans, then forks two background children that each call a tool."""
     agent = Agent(
+        **options,
         model="emulator:claude-sonnet-4-6",
         cwd=cwd,
         tools=tools,
@@ -132,6 +141,20 @@ async def test_remote_children_are_recorded_in_the_drivers_state(tmp_path: Path)
     assert {t.header.agent_id for t in tree[1:]} == set(forks)
     for transcript in tree[1:]:  # the whole conversation, down to the worker's tool results
         assert transcript.messages[-1].text == f"Done: {forks[transcript.header.agent_id]}."
+
+
+async def test_a_tree_budget_holds_across_workers(tmp_path: Path) -> None:
+    # The main agent's first request takes about 3,700 tokens: the forks may start, and
+    # the first reply to come back spends the rest, wherever it was sent from.
+    limits = Limits(max_tokens=4_000)
+    here = await run_tree(
+        tmp_path, InProcessExecutor(), Recorder("shout"), (shout,), tree_limits=limits
+    )
+    async with RayExecutor() as executor:
+        there = await run_tree(tmp_path, executor, Recorder("shout"), (shout,), tree_limits=limits)
+    statuses = [(a.status, a.turns) for a in there.agents[1:]]
+    assert statuses == [("budget_exceeded", 1), ("budget_exceeded", 1)]
+    assert statuses == [(a.status, a.turns) for a in here.agents[1:]]
 
 
 def test_env_keys_name_variables_this_process_has() -> None:

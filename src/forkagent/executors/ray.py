@@ -151,12 +151,17 @@ class RayExecutor:
     # -- lifecycle ------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect to (or start) Ray and start the worker pool; later calls do nothing."""
+        """Connect to (or start) Ray and start the worker pool; later calls do nothing.
+
+        Connecting blocks this event loop (``ray.init`` must run in the main thread to
+        install its signal handlers): start the executor before the session
+        (``async with``), not at its first child.
+        """
         async with self._starting:
             if self._pool:
                 return
             if not ray.is_initialized():
-                await asyncio.to_thread(self._init_ray)
+                self._init_ray()
             actor = ray.remote(ChildWorker).options(
                 num_cpus=self.worker_cpus,
                 max_concurrency=10_000,
