@@ -157,6 +157,35 @@ async def test_a_tree_budget_holds_across_workers(tmp_path: Path) -> None:
     assert statuses == [(a.status, a.turns) for a in here.agents[1:]]
 
 
+@pytest.mark.parametrize(
+    ("env_keys", "fork_status"), [((), "failed"), (("ANTHROPIC_API_KEY",), "completed")]
+)
+async def test_workers_call_the_provider_with_the_keys_they_are_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env_keys: tuple[str, ...], fork_status: str
+) -> None:
+    """The official SDK on the workers, against an emulator that wants a key."""
+    from forkagent.emulator import serve
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-emulated")
+    with serve(Emulator(require_key=True)) as server:
+        agent = Agent(
+            model=f"anthropic:claude-sonnet-4-6@{server.url}",
+            cwd=tmp_path,
+            builtin_tools=False,
+            load_agent_files=False,
+        )
+        async with RayExecutor(env_keys=env_keys, workers=1) as executor:
+            agent.executor = executor
+            async with agent.session() as session:
+                await session.send("Plan.")
+                [child] = await session.fork(["check"], background=True)
+                result = await child.wait()
+    assert result.status == fork_status
+    if fork_status == "failed":
+        assert result.error is not None
+        assert "ANTHROPIC_API_KEY" in result.error  # said by the worker, raised here as it was
+
+
 def test_env_keys_name_variables_this_process_has() -> None:
     from forkagent.errors import ConfigurationError
 

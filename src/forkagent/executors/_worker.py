@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from ray import ObjectRef
 
 SNAPSHOTS_KEPT = 64
-"""Family snapshots a worker keeps deserialized; older ones are fetched again if needed."""
+"""Family snapshots kept at hand (deserialized on a worker, referenced by the executor);
+an older one is fetched again, or put again, if a child still needs it."""
 
 
 @dataclass(frozen=True, slots=True)

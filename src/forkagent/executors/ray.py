@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,7 +36,7 @@ from ..requests import ModelRequest, ToolSpec
 from ..tools.agent_tool import AgentTool
 from ..tools.base import Tool, ToolContext, ToolOutput
 from ..usage import Usage
-from ._worker import ChildWorker, ModelRecipe, Outgoing, Snapshot
+from ._worker import SNAPSHOTS_KEPT, ChildWorker, ModelRecipe, Outgoing, Snapshot
 
 try:
     import ray
@@ -114,7 +114,7 @@ class RayExecutor:
         self._started_ray = False
         self._starting = asyncio.Lock()
         self._placing = asyncio.Lock()
-        self._snapshots: dict[tuple[str, int], tuple[Snapshot, ObjectRef[Snapshot]]] = {}
+        self._snapshots: dict[tuple[str, int], _Shared] = {}
         self._toolsets: dict[int, _Toolset] = {}
         self._servers: dict[int, LoopServer] = {}
 
@@ -224,6 +224,8 @@ class RayExecutor:
         if known is not None and _same(known[0], run, head):
             return known
         snapshot = Snapshot(run.system, run.tool_specs, head)
+        if len(self._snapshots) >= SNAPSHOTS_KEPT:  # running children hold their own refs
+            del self._snapshots[next(iter(self._snapshots))]
         known = self._snapshots[key] = (snapshot, ray.put(snapshot))
         self.snapshots_put += 1
         return known
@@ -328,11 +330,14 @@ class RemoteModel(Model):
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         refs, outgoing = self._outgoing(request)
         events = self._actor.stream(self._recipe, refs, outgoing)
+        ended = False
         try:
             async for ref in events:
                 yield await _remote(ref)
+            ended = True
         finally:
-            ray.cancel(events)
+            if not ended:  # abandoned (the reply is complete, or its reader was cancelled)
+                ray.cancel(events)
 
     async def prewarm(self, request: ModelRequest) -> Usage | None:
         refs, outgoing = self._outgoing(request)
@@ -388,8 +393,9 @@ def _portable(tool: Tool) -> bool:
 
     if isinstance(tool, AgentTool | McpTool):
         return False
+    dumps: Callable[[object], bytes] = ray.cloudpickle.dumps
     try:
-        ray.put(tool)
+        dumps(tool)
     except Exception as exc:
         logger.info("tool %s stays in the driver: it cannot be pickled (%s)", tool.name, exc)
         return False
