@@ -10,7 +10,8 @@ child's state, so a restarted worker can take any call again.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -112,11 +113,8 @@ class ChildWorker:
         caller: Caller | None,
     ) -> ModelResponse:
         request = await self._request(snapshot, outgoing)
-        token = CALLER.set(caller)
-        try:
+        with _calling_as(caller):
             return await self._model(recipe).request(request)
-        finally:
-            CALLER.reset(token)
 
     async def stream(
         self,
@@ -126,12 +124,9 @@ class ChildWorker:
         caller: Caller | None,
     ) -> AsyncIterator[StreamEvent]:
         request = await self._request(snapshot, outgoing)
-        token = CALLER.set(caller)
-        try:
+        with _calling_as(caller):
             async for event in self._model(recipe).stream(request):
                 yield event
-        finally:
-            CALLER.reset(token)
 
     async def prewarm(
         self,
@@ -141,11 +136,8 @@ class ChildWorker:
         caller: Caller | None,
     ) -> Usage | None:
         request = await self._request(snapshot, outgoing)
-        token = CALLER.set(caller)
-        try:
+        with _calling_as(caller):
             return await self._model(recipe).prewarm(request)
-        finally:
-            CALLER.reset(token)
 
     async def call_tool(
         self,
@@ -180,3 +172,13 @@ class ChildWorker:
                 del self._snapshots[next(iter(self._snapshots))]
             self._snapshots[key] = await ref
         return outgoing.request(self._snapshots[key])
+
+
+@contextmanager
+def _calling_as(caller: Caller | None) -> Iterator[None]:
+    """The driver's agent as the request's caller (the emulator's scripts aim at it)."""
+    token = CALLER.set(caller)
+    try:
+        yield
+    finally:
+        CALLER.reset(token)
