@@ -14,10 +14,12 @@ import pytest
 from forkagent import (
     Agent,
     Executor,
+    FanoutMode,
     InProcessExecutor,
     Limits,
     ModelSettings,
     RunResult,
+    RuntimeOptions,
     tool,
 )
 from forkagent.emulator import EmulatedRequest, Emulator, Reply, ToolCall, use_emulator
@@ -93,12 +95,20 @@ async def run_tree(
             return session.result()
 
 
-async def test_forks_send_the_same_bytes_on_ray_as_in_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fanout", ["auto", "prewarm"])
+async def test_forks_send_the_same_bytes_on_ray_as_in_process(
+    tmp_path: Path, fanout: FanoutMode
+) -> None:
+    """``auto``: the leader streams, its siblings wait for its first event; ``prewarm``: a
+    ``max_tokens: 0`` request from the leader's worker first."""
     here, there = Recorder("shout"), Recorder("shout")
-    local = await run_tree(tmp_path, InProcessExecutor(), here, (shout,))
+    options = RuntimeOptions(fanout=fanout)
+    local = await run_tree(tmp_path, InProcessExecutor(), here, (shout,), options=options)
     async with RayExecutor() as executor:
-        remote = await run_tree(tmp_path, executor, there, (shout,))
+        remote = await run_tree(tmp_path, executor, there, (shout,), options=options)
     assert set(here.bodies) == {"main", *DIRECTIVES}
+    prewarmed = any('"max_tokens": 0' in body for body in there.bodies[DIRECTIVES[0]])
+    assert prewarmed == (fanout == "prewarm")
     for fork in DIRECTIVES:  # every request of every fork, byte for byte
         assert there.bodies[fork] == here.bodies[fork]
     # The main agent's first request; its later ones carry the notifications, whose task
