@@ -31,6 +31,7 @@ DOCUMENTS = (
     "docs/emulator.md",
     "docs/permissions.md",
     "docs/providers.md",
+    "docs/ray.md",
     "docs/telemetry.md",
     "docs/transcripts.md",
 )

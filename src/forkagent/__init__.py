@@ -19,6 +19,7 @@ except PackageNotFoundError:  # run from a source tree that was never installed
 if TYPE_CHECKING:
     from ._orchestration.budget import Limits
     from ._orchestration.compaction import CompactionError, CompactionResult
+    from ._orchestration.executor import Executor, InProcessExecutor, Placement
     from ._orchestration.fanout import FanoutMode
     from ._orchestration.routing import ForkGate
     from ._orchestration.runtime import ForkParams, RuntimeOptions
@@ -55,6 +56,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "._orchestration.budget": ("Limits",),
         "._orchestration.compaction": ("CompactionError", "CompactionResult"),
+        "._orchestration.executor": ("Executor", "InProcessExecutor", "Placement"),
         "._orchestration.fanout": ("FanoutMode",),
         "._orchestration.routing": ("ForkGate",),
         "._orchestration.runtime": ("ForkParams", "RuntimeOptions"),
@@ -120,12 +122,14 @@ __all__ = [
     "CompactionError",
     "CompactionResult",
     "ConfigurationError",
+    "Executor",
     "FanoutMode",
     "ForkGate",
     "ForkHandle",
     "ForkParams",
     "ForkagentError",
     "ImageBlock",
+    "InProcessExecutor",
     "Limits",
     "Model",
     "ModelError",
@@ -133,6 +137,7 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "OutputError",
+    "Placement",
     "ProviderError",
     "RunResult",
     "RuntimeOptions",

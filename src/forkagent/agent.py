@@ -15,6 +15,7 @@ from typing_extensions import TypeVar
 
 from ._orchestration.budget import Budget, Limits, require_price
 from ._orchestration.compaction import CompactionResult, compact, prompt_size, threshold
+from ._orchestration.executor import Executor, InProcessExecutor, here
 from ._orchestration.loop import (
     AgentRun,
     LoopOutcome,
@@ -81,6 +82,10 @@ class AgentSummary:
     model: str
     usage: Usage
     turns: int
+    executor: str = InProcessExecutor.name
+    """Where its model requests and tool calls ran (``in-process``, ``ray``)."""
+    worker_pid: int | None = None
+    """The process that ran them; None for an agent that never started."""
 
     @property
     def cost(self) -> float | None:
@@ -101,6 +106,8 @@ class AgentSummary:
             "turns": self.turns,
             "usage": usage_dict(self.usage),
             "cost": self.cost,
+            "executor": self.executor,
+            "worker_pid": self.worker_pid,
         }
 
 
@@ -228,6 +235,10 @@ class Agent(Generic[OutputT]):
     """Forks started in the background, not reported into the conversation, each time the
     main agent ends a turn (memory consolidation, a session summary): a ``ForkParams``,
     or a function of the session that returns one or None (skip this turn)."""
+    executor: Executor | None = None
+    """Where children's model requests and tool calls run: None, in this process;
+    ``forkagent.executors.ray.RayExecutor(...)``, on a Ray cluster. The main agent, and
+    every decision about a child, stays in this process."""
 
     def __post_init__(self) -> None:
         if self.options is not None and (dropped := _replaced_by_options(self)):
@@ -338,6 +349,7 @@ class Session(Generic[OutputT]):
             tree_budget=Budget(agent.tree_limits),
             named_builder=named.build,
             listeners=[*agent.listeners, *extra_listeners],
+            executor=agent.executor or InProcessExecutor(),
         )
         root_id = resume.header.agent_id if resume else self._runtime.new_id("main")
         settings = agent.settings
@@ -812,6 +824,7 @@ class Session(Generic[OutputT]):
 
     def _summaries(self) -> list[AgentSummary]:
         tasks = self._runtime.tasks
+        placements = {**self._runtime.placements, self.root.id: here()}
         return [
             AgentSummary(
                 id=run.id,
@@ -823,8 +836,11 @@ class Session(Generic[OutputT]):
                 model=run.model.spec,
                 usage=run.usage,
                 turns=run.turns,
+                executor=placement.executor if placement else InProcessExecutor.name,
+                worker_pid=placement.worker_pid if placement else None,
             )
             for run in self._runtime.runs.values()
+            for placement in (placements.get(run.id),)
         ]
 
     def _on_notification(self, run: AgentRun) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import pytest
 
-from forkagent.emulator import CacheSettings, Emulator, Fault, Latency, default_emulator
+from forkagent.emulator import CacheSettings, Emulator, Fault, Latency, default_emulator, serve
 from forkagent.errors import (
     ConfigurationError,
     OverloadedError,
@@ -111,24 +112,29 @@ async def test_provider_errors_are_typed_like_the_real_adapters(
     assert caught.value.status == 500
 
 
-async def test_a_cut_stream_in_process(emu: Emulator, sleeps: list[float]) -> None:
-    model = EmulatorModel("gpt-4.1", emu, retry=FAST)
-    request = ModelRequest(model="gpt-4.1", messages=(user("one two three four five six"),))
-    emu.faults.inject(Fault("cut_stream", after_events=0))
-    events = [e async for e in model.stream(request)]
-    assert isinstance(events[-1], ResponseComplete)
-    # gpt-4.1 speaks the Responses API: created, in_progress, item and part added, 2 deltas
-    emu.faults.inject(Fault("cut_stream", after_events=6))
-    seen: list[object] = []
+@pytest.mark.parametrize("over_http", [False, True])
+async def test_a_cut_stream(emu: Emulator, sleeps: list[float], over_http: bool) -> None:
+    """In process, or through the emulator's HTTP server (``EmulatorModel(url=...)``)."""
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(serve(emu)).url if over_http else None
+        model = EmulatorModel("gpt-4.1", None if url else emu, url=url, retry=FAST)
+        request = ModelRequest(model="gpt-4.1", messages=(user("one two three four five six"),))
+        emu.faults.inject(Fault("cut_stream", after_events=0))
+        events = [e async for e in model.stream(request)]
+        assert isinstance(events[-1], ResponseComplete)
+        # gpt-4.1 speaks the Responses API: created, in_progress, item and part added, 2 deltas
+        emu.faults.inject(Fault("cut_stream", after_events=6))
+        seen: list[object] = []
 
-    async def consume() -> None:
-        async for event in model.stream(request):
-            seen.append(event)
+        async def consume() -> None:
+            async for event in model.stream(request):
+                seen.append(event)
 
-    with pytest.raises(StreamInterruptedError):
-        await consume()
-    assert seen
-    assert all(isinstance(e, TextDelta) for e in seen)
+        with pytest.raises(StreamInterruptedError):
+            await consume()
+        assert seen
+        assert all(isinstance(e, TextDelta) for e in seen)
+        await model.aclose()
 
 
 async def test_adapter_options_pass_through(emu: Emulator) -> None:

@@ -173,6 +173,12 @@ class AgentRun:
         kept = tuple(s for s in self.tool_specs if s.name not in gone)
         self.tool_specs = (*kept, *(t.spec() for t in new))
 
+    def rebind_tools(self, tools: Sequence[Tool]) -> None:
+        """The same tools by name, run elsewhere (an executor's stand-ins): the tool array
+        sent is not touched."""
+        self.tools = tuple(tools)
+        self._by_name = {t.name: t for t in self.tools}
+
     def add_tools(self, tools: Sequence[Tool]) -> None:
         """Tools that arrive after the run was made (MCP servers start with the session):
         callable at once; their specs join the tool array unless it already has them (a

@@ -34,6 +34,7 @@ from ..telemetry.monitor import CacheMonitor
 from ..tools.spawn import SpawnRequest
 from .budget import Budget, Limits, require_price
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
+from .executor import Executor, InProcessExecutor, Placement
 from .fanout import FanoutMode, ForkFamily
 from .fork import build_forked_messages, cache_key_hash, is_fork_history
 from .loop import (
@@ -145,6 +146,10 @@ class Runtime:
     """Models this tree created from strings; closed with it."""
     on_notification: Callable[[AgentRun], None] | None = None
     """Called when a notification lands in the main agent's inbox."""
+    executor: Executor = field(default_factory=InProcessExecutor)
+    """Where children's model requests and tool calls run; decisions stay here."""
+    placements: dict[str, Placement] = field(default_factory=dict)
+    """Where each child ran, by agent id (set as it starts)."""
     _families: dict[tuple[str, int], ForkFamily] = field(default_factory=dict)
     _children: dict[str | None, list[AgentTask]] = field(default_factory=dict)
     """Tasks by parent id, the finished ones dropped as ``open_children`` meets them."""
@@ -463,6 +468,7 @@ class Runtime:
         try:
             if task.cancel_requested:
                 raise asyncio.CancelledError
+            self.placements[run.id] = await self.executor.place(run)
             outcome = await within_deadline(run.budget, self._drive_child(run))
             status, error = outcome.status, outcome.error
         except asyncio.CancelledError:

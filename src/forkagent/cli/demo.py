@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from .errors import fail
+from .executors import ExecutorOption, RayAddressOption, closing, executor_for
 
 if TYPE_CHECKING:
     from ..demo import DemoReport
@@ -33,6 +34,8 @@ def demo_command(
         Path | None,
         typer.Option(help="Where to copy the sample repository and keep it; default: a temp dir."),
     ] = None,
+    executor_name: ExecutorOption = "in-process",
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Run a forking multi-agent session on the offline emulator and show what it cost."""
     from ..demo import FAST_LATENCY, LIVE_LATENCY, run_demo
@@ -43,6 +46,7 @@ def demo_command(
     if not as_json:
         console.print(_intro())
     latency = FAST_LATENCY if fast else LIVE_LATENCY
+    executor = executor_for(executor_name, ray_address, as_json=as_json)
     with tempfile.TemporaryDirectory(prefix="forkagent-demo-") as scratch:
         base = workdir.resolve() if workdir else Path(scratch)
         if (base / "shelf-repo").exists():
@@ -54,7 +58,10 @@ def demo_command(
         base.mkdir(parents=True, exist_ok=True)
         report = asyncio.run(
             watch(
-                lambda: run_demo(base, latency=latency, listeners=[board]),
+                lambda: closing(
+                    executor,
+                    lambda: run_demo(base, latency=latency, listeners=[board], executor=executor),
+                ),
                 board,
                 console,
                 live=console.is_terminal and not as_json,

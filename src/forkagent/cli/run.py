@@ -13,6 +13,7 @@ from rich.console import Console
 
 from .config import load_defaults
 from .errors import fail, warn
+from .executors import ExecutorOption, RayAddressOption, closing, executor_for
 from .trust import decide_trust
 
 if TYPE_CHECKING:
@@ -85,6 +86,8 @@ def run_command(
         bool,
         typer.Option("--trust", help="Trust this repository for this run: its own hooks may run."),
     ] = False,
+    executor_name: ExecutorOption = "in-process",
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Run an agent on PROMPT, show its tree of sub-agents and stream its answer.
 
@@ -123,9 +126,10 @@ def run_command(
             trusted=decide_trust(cwd, flag=trust_flag, interactive=sys.stdin.isatty()),
         )
         say_what_answers(str(agent.model))
+        agent.executor = executor = executor_for(executor_name, ray_address, as_json=as_json)
         result = run_until_signal(
             lambda: watch(
-                lambda: agent.run(prompt),
+                lambda: closing(executor, lambda: agent.run(prompt)),
                 board,
                 console,
                 live=console.is_terminal and not as_json,

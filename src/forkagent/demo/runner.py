@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from importlib.resources import as_file, files
 from pathlib import Path
 
+from .. import Executor
 from ..agent import Agent, RunResult
 from ..emulator import Emulator, Latency, use_emulator
 from ..events import Event, NotificationDelivered
@@ -93,11 +94,14 @@ async def run_demo(
     *,
     latency: Latency = LIVE_LATENCY,
     listeners: Sequence[Callable[[Event], None]] = (),
+    executor: Executor | None = None,
 ) -> DemoReport:
     """Run the demo session in a fresh copy of the sample under ``workdir``.
 
     The emulator is private to this run (``use_emulator``), so its cache
-    starts cold and nothing else in the process shares it.
+    starts cold and nothing else in the process shares it. With ``executor`` (a
+    ``RayExecutor``) the children's requests and tools run on its workers, which reach
+    this same emulator over HTTP.
     """
     repo = copy_sample(workdir)
     usage, economics, counter = UsageRecorder(), EconomicsRecorder(), _Counter()
@@ -107,6 +111,7 @@ async def run_demo(
         permissions=PermissionPolicy(mode="accept_edits"),
         listeners=[usage, economics, counter, *listeners],
         mcp_servers=[ORDER_BOOK],
+        executor=executor,
     )
     with use_emulator(Emulator(latency=latency, policy=DemoBrain())):
         result = await agent.run(MAIN_PROMPT)

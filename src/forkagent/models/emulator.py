@@ -7,11 +7,15 @@ that adapter's own pure functions, and retries, streaming and caching logic
 are the adapter's too; only the transport differs: ``Emulator.dispatch``
 instead of the SDK, so no network, no SDK and no key are needed. All
 ``emulator:`` models share ``default_emulator()`` and therefore one cache.
+``EmulatorModel(id, url=...)`` sends the same bodies to an emulator served
+over HTTP instead (``forkagent.emulator.serve``): how processes elsewhere,
+Ray workers for one, share one emulator and its cache.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Literal, TypeAlias
@@ -30,6 +34,8 @@ from .openai import OPENAI, ChatDialect, OpenAIModel
 from .openai_responses import Api, OpenAIResponsesModel, default_api
 
 if TYPE_CHECKING:
+    import httpx2
+
     from ..emulator import Emulator, EmulatorReply
 
 PROVIDER = "emulator"
@@ -65,6 +71,17 @@ def family(model_id: str) -> Family:
     )
 
 
+def _with_caller(headers: dict[str, str]) -> dict[str, str]:
+    """The fixed headers, plus which agent is calling (for scripts aimed at one agent)."""
+    from ..emulator.policies import AGENT_HEADER, CallingAgent
+
+    caller = CALLER.get()
+    if caller is None:
+        return headers
+    tag = CallingAgent(caller.agent_id, caller.label, caller.kind, caller.turn)
+    return {**headers, AGENT_HEADER: tag.header()}
+
+
 class _Wire:
     """``Emulator.dispatch`` with the same failure semantics as HTTP through an SDK."""
 
@@ -73,14 +90,7 @@ class _Wire:
         self._headers = headers
 
     def headers(self) -> dict[str, str]:
-        """The fixed headers, plus which agent is calling (for scripts aimed at one agent)."""
-        from ..emulator.policies import AGENT_HEADER, CallingAgent
-
-        caller = CALLER.get()
-        if caller is None:
-            return self._headers
-        tag = CallingAgent(caller.agent_id, caller.label, caller.kind, caller.turn)
-        return {**self._headers, AGENT_HEADER: tag.header()}
+        return _with_caller(self._headers)
 
     async def call(self, path: str, body: Body) -> Body:
         from ..emulator import EmulatedDisconnect
@@ -107,6 +117,50 @@ class _Wire:
                 yield data
 
 
+class _HttpWire:
+    """The same calls to an emulator served over HTTP; a dropped connection is a
+    ``connection_error`` as through an SDK, an error status the provider's error."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        import httpx2
+
+        self._client = httpx2.AsyncClient(base_url=url, timeout=600.0)
+        self._headers = headers
+        self._errors: tuple[type[Exception], ...] = (httpx2.TransportError,)
+
+    async def call(self, path: str, body: Body) -> Body:
+        try:
+            reply = await self._client.post(path, json=body, headers=_with_caller(self._headers))
+        except self._errors as cut:
+            raise connection_error(PROVIDER, cut) from cut
+        payload = as_dict(reply.json())
+        if reply.status_code >= 400:
+            raise provider_error(PROVIDER, reply.status_code, payload, dict(reply.headers))
+        return payload
+
+    async def events(self, path: str, body: Body) -> AsyncGenerator[Body, None]:
+        headers = _with_caller(self._headers)
+        try:
+            async with self._client.stream("POST", path, json=body, headers=headers) as reply:
+                if reply.status_code >= 400:
+                    payload = as_dict(json.loads(await reply.aread()))
+                    raise provider_error(PROVIDER, reply.status_code, payload, dict(reply.headers))
+                async for data in _sse_data(reply):
+                    yield data
+        except self._errors as cut:
+            raise connection_error(PROVIDER, cut) from cut
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+async def _sse_data(reply: httpx2.Response) -> AsyncGenerator[Body, None]:
+    """The JSON payload of each server-sent event; ``[DONE]`` and comments carry nothing."""
+    async for line in reply.aiter_lines():
+        if line.startswith("data:") and (text := line[5:].strip()).startswith("{"):
+            yield as_dict(json.loads(text))
+
+
 def _checked(reply: EmulatorReply) -> Body:
     if reply.status >= 400:
         raise provider_error(PROVIDER, reply.status, reply.body, reply.headers)
@@ -122,7 +176,7 @@ def _data(event: object) -> Body:
 class _MessagesTransport:
     """The ``Transport`` of the Anthropic and Chat Completions adapters."""
 
-    def __init__(self, wire: _Wire, path: str) -> None:
+    def __init__(self, wire: _Wire | _HttpWire, path: str) -> None:
         self._wire = wire
         self._path = path
 
@@ -133,13 +187,14 @@ class _MessagesTransport:
         return self._wire.events(self._path, body)
 
     async def aclose(self) -> None:
-        return None
+        if isinstance(self._wire, _HttpWire):
+            await self._wire.aclose()
 
 
 class _GeminiTransport:
     """The ``GeminiTransport`` of the Gemini adapter."""
 
-    def __init__(self, wire: _Wire) -> None:
+    def __init__(self, wire: _Wire | _HttpWire) -> None:
         self._wire = wire
 
     async def generate(self, model: str, body: Body) -> Body:
@@ -152,16 +207,29 @@ class _GeminiTransport:
         return await self._wire.call("/v1beta/cachedContents", body)
 
     async def aclose(self) -> None:
-        return None
+        if isinstance(self._wire, _HttpWire):
+            await self._wire.aclose()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EmulatorOptions:
+    """An ``EmulatorModel``'s own options, so another process can build the same model."""
+
+    retry: RetryPolicy = DEFAULT_RETRY
+    diagnostics: bool = False
+    explicit_cache: bool = False
+    api: Api | None = None
+    chain: bool = False
 
 
 class EmulatorModel(Model):
     """A model served by the emulator, with the real adapter's rendering, parsing and retries.
 
-    ``emulator`` defaults to the process-wide ``default_emulator()``.
-    ``diagnostics`` applies to Claude ids, ``explicit_cache`` to Gemini ids; OpenAI ids
-    speak the API ``api`` names (default: ``default_api``, as ``openai:`` models do),
-    and on the Responses API ``chain`` sends ``previous_response_id``.
+    ``emulator`` defaults to the process-wide ``default_emulator()``; ``url``
+    (an emulator served over HTTP) replaces it. ``diagnostics`` applies to Claude ids,
+    ``explicit_cache`` to Gemini ids; OpenAI ids speak the API ``api`` names (default:
+    ``default_api``, as ``openai:`` models do), and on the Responses API ``chain`` sends
+    ``previous_response_id``.
     """
 
     def __init__(
@@ -174,6 +242,7 @@ class EmulatorModel(Model):
         explicit_cache: bool = False,
         api: Api | None = None,
         chain: bool = False,
+        url: str | None = None,
     ) -> None:
         from ..emulator import default_emulator
 
@@ -185,8 +254,18 @@ class EmulatorModel(Model):
         responses = kind == "openai" and (api or default_api(model_id)) == "responses"
         if chain and not responses:
             raise ConfigurationError("chain=True needs an OpenAI model on the Responses API")
-        self.emulator = emulator or default_emulator()
-        wire = _Wire(self.emulator, _HEADERS.get(kind, _CHAT_HEADERS))
+        if url is not None and emulator is not None:
+            raise ConfigurationError("give an EmulatorModel either an emulator or its url")
+        headers = _HEADERS.get(kind, _CHAT_HEADERS)
+        self.url = url
+        self.emulator: Emulator | None = None
+        wire: _Wire | _HttpWire
+        if url is None:
+            self.emulator = emulator or default_emulator()
+            wire = _Wire(self.emulator, headers)
+        else:
+            wire = _HttpWire(url, headers)
+        self.options = EmulatorOptions(retry, diagnostics, explicit_cache, api, chain)
         self.adapter: Model
         if kind == "anthropic":
             self.adapter = AnthropicModel(
@@ -245,4 +324,4 @@ def emulator_model(name: str) -> EmulatorModel:
     return EmulatorModel(name)
 
 
-__all__ = ["EmulatorModel", "family"]
+__all__ = ["EmulatorModel", "EmulatorOptions", "family"]
