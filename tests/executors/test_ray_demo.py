@@ -63,7 +63,5 @@ def _comparable(agent: object) -> dict[str, object]:
     from forkagent import AgentSummary
 
     assert isinstance(agent, AgentSummary)
-    data = agent.to_dict()
-    for key in ("id", "parent", "executor", "worker_pid"):
-        del data[key]
-    return data
+    names_its_run = ("id", "parent", "executor", "worker_pid")
+    return {key: value for key, value in agent.to_dict().items() if key not in names_its_run}

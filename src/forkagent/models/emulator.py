@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from ..errors import ConfigurationError, UnknownModelError
 from ..requests import ModelRequest
 from ..usage import Usage
-from ._json import as_list
+from ._json import as_dict, as_list
 from ._retry import DEFAULT_RETRY, RetryPolicy, connection_error, provider_error
 from ._transport import Body
 from .anthropic import AnthropicModel
