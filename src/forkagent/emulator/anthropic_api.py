@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from . import tokens
+from . import anthropic_rules, tokens
 from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, digest
+from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .policies import EmulatedRequest
 from .profiles import anthropic_min_tokens
@@ -51,7 +52,6 @@ _ERROR_TYPES: Mapping[ErrorKind, str] = {
     "overloaded": "overloaded_error",
 }
 _STOP = {"end": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens"}
-MODELS = ("claude-opus-4-5", "claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5")
 
 
 def error_body(error: ApiError, request_id: str) -> Json:
@@ -60,14 +60,6 @@ def error_body(error: ApiError, request_id: str) -> Json:
         "error": {"type": _ERROR_TYPES[error.kind], "message": error.message},
         "request_id": request_id,
     }
-
-
-def models_body() -> Json:
-    data = [
-        {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
-        for m in MODELS
-    ]
-    return {"data": data, "has_more": False, "first_id": MODELS[0], "last_id": MODELS[-1]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +79,9 @@ class AnthropicApi:
 
     _FINGERPRINTS = 50_000
 
-    def __init__(self, cache: BlockCache) -> None:
+    def __init__(self, cache: BlockCache, catalog: Catalog) -> None:
         self.cache = cache
+        self.catalog = catalog
         self._fingerprints: OrderedDict[str, _Fingerprint] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -96,6 +89,8 @@ class AnthropicApi:
         return AnthropicTurn(self, call)
 
     def count_tokens(self, call: Call) -> Json:
+        if not self.catalog.lenient:
+            anthropic_rules.check_count(call.body, self.catalog)
         prompt = _Prompt.parse(call.body, counting=True)
         return {"input_tokens": sum(b.tokens for b in prompt.blocks)}
 
@@ -285,6 +280,8 @@ class AnthropicTurn(Turn):
     def __init__(self, api: AnthropicApi, call: Call) -> None:
         body = call.body
         self._api = api
+        if not api.catalog.lenient:
+            anthropic_rules.check_create(body, api.catalog)
         self._prompt = _Prompt.parse(body)
         self.model = self._prompt.model
         max_tokens: int = require(body, "max_tokens", int)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import tokens
+from . import chat_rules, tokens
 from .cache import (
     Block,
     BlockCache,
@@ -28,6 +28,7 @@ from .cache import (
     PrefixRules,
     Segment,
 )
+from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .policies import EmulatedRequest
 from .profiles import CacheSettings, ChatProfile, chat_profile
@@ -53,7 +54,6 @@ DASHSCOPE_EXPLICIT = BlockRules(min_tokens=1024, lookback=20, max_breakpoints=4)
 DASHSCOPE_IMPLICIT = (256, 64)
 DEEPSEEK_UNIT = 64
 ROUTING_TOKENS = 256
-MODELS = ("gpt-5", "gpt-4.1", "gpt-4o", "qwen-plus", "qwen-max", "deepseek-chat")
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 _MARKERS: Mapping[ChatProfile, str] = {
@@ -80,15 +80,14 @@ def error_status(error: ApiError) -> int:
 
 def error_body(error: ApiError) -> Json:
     kind, code = _ERRORS[error.kind]
-    return {"error": {"message": error.message, "type": kind, "param": None, "code": code}}
-
-
-def models_body() -> Json:
-    data = [
-        {"id": m, "object": "model", "created": 1_735_689_600, "owned_by": "emulator"}
-        for m in MODELS
-    ]
-    return {"object": "list", "data": data}
+    return {
+        "error": {
+            "message": error.message,
+            "type": kind,
+            "param": error.param,
+            "code": error.code or code,
+        }
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +104,14 @@ class _Part:
 class ChatApi:
     """State of the OpenAI-compatible routes: caches and OpenAI's request routing."""
 
-    def __init__(self, blocks: BlockCache, prefixes: PrefixCache, settings: CacheSettings) -> None:
+    def __init__(
+        self,
+        blocks: BlockCache,
+        prefixes: PrefixCache,
+        settings: CacheSettings,
+        catalog: Catalog,
+    ) -> None:
+        self.catalog = catalog
         self.blocks = blocks
         self.prefixes = prefixes
         self.settings = settings
@@ -144,6 +150,8 @@ class ChatTurn(Turn):
         self._api = api
         self._body = body
         self.model = require(body, "model", str)
+        if not api.catalog.lenient:
+            chat_rules.check_create(body, chat_profile(self.model), api.catalog)
         messages = require(body, "messages", list)
         if not messages:
             raise invalid("messages: at least one message is required")
@@ -329,15 +337,20 @@ def _check_messages(messages: list[Any]) -> None:
         if role == "tool":
             if message.get("tool_call_id") not in expected:
                 raise invalid(
-                    f"messages[{i}]: messages with role 'tool' must be a response to a "
-                    "preceding message with 'tool_calls'"
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceding message with 'tool_calls'.",
+                    param=f"messages.[{i}].role",
+                    code="invalid_value",
                 )
             expected.discard(message["tool_call_id"])
             continue
         if expected:
             raise invalid(
                 "An assistant message with 'tool_calls' must be followed by tool messages "
-                f"responding to each 'tool_call_id'. Missing: {', '.join(sorted(expected))}"
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(sorted(expected))}",
+                param=f"messages.[{i}].role",
+                code="invalid_value",
             )
         calls = message.get("tool_calls") or [] if role == "assistant" else []
         expected = {str(c.get("id")) for c in calls if isinstance(c, dict)}

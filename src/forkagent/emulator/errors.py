@@ -25,19 +25,31 @@ STATUS: dict[ErrorKind, int] = {
 class ApiError(Exception):
     """A request the emulated provider refuses (or fails) with an HTTP error."""
 
-    def __init__(self, kind: ErrorKind, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.retry_after = retry_after
+        self.param = param
+        """The offending field, where OpenAI names one (``messages[1].content``)."""
+        self.code = code
+        """OpenAI's machine-readable ``code`` (``invalid_value``, ``unknown_parameter``, ...)."""
 
     @property
     def status(self) -> int:
         return STATUS[self.kind]
 
 
-def invalid(message: str) -> ApiError:
-    return ApiError("invalid_request", message)
+def invalid(message: str, *, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError("invalid_request", message, param=param, code=code)
 
 
 class EmulatedDisconnect(ConnectionError):

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from . import tokens
+from . import gemini_rules, tokens
 from .cache import CacheResult, Layer, PrefixCache, PrefixRules, Segment
+from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .log import BreakpointOutcome
 from .policies import EmulatedRequest
@@ -27,7 +28,6 @@ from .timing import Clock
 from .wire import Call, Json, Output, SseEvent, Turn, conversation_key, dumps, optional
 
 IMPLICIT_UNIT = 64
-MODELS = ("gemini-2.5-flash", "gemini-2.5-pro", "gemini-3-flash-preview")
 _STATUS: Mapping[ErrorKind, str] = {
     "invalid_request": "INVALID_ARGUMENT",
     "authentication": "UNAUTHENTICATED",
@@ -85,7 +85,10 @@ def _timestamp(seconds: float) -> str:
 class GeminiApi:
     """State of the Gemini routes: the implicit cache and the named caches."""
 
-    def __init__(self, prefixes: PrefixCache, settings: CacheSettings, clock: Clock) -> None:
+    def __init__(
+        self, prefixes: PrefixCache, settings: CacheSettings, clock: Clock, catalog: Catalog
+    ) -> None:
+        self.catalog = catalog
         self.prefixes = prefixes
         self.settings = settings
         self.clock = clock
@@ -98,6 +101,8 @@ class GeminiApi:
 
     def count_tokens(self, call: Call) -> Json:
         call = _camel_call(call)
+        if not self.catalog.lenient:
+            gemini_rules.check_count(call.body, _model(call), self.catalog)
         request = call.body.get("generateContentRequest") or call.body
         cached = self.cache_for(request, _model(call))
         segments = _segments(request)
@@ -195,6 +200,8 @@ class GeminiTurn(Turn):
         body = call.body
         self._api = api
         self.model = _model(call)
+        if not api.catalog.lenient:
+            gemini_rules.check_generate(body, self.model, api.catalog)
         self.stream = stream
         contents = optional(body, "contents", list)
         if not contents:

@@ -1,0 +1,648 @@
+"""Strict validation: malformed requests get each real API's status and error shape.
+
+Anthropic and OpenAI cases go through the official SDKs' own request methods
+over loopback HTTP (the SDKs send whatever body they are given); Gemini cases
+are raw HTTP, because google-genai checks its types before sending.
+"""
+
+from __future__ import annotations
+
+import copy
+import typing
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from _emu_helpers import OPUS_41, TOOL, http
+
+from forkagent.emulator import Emulator, Latency, RunningServer, anthropic_rules, chat_rules
+from forkagent.emulator.schema import ListOf, Obj, OneOf, Tagged
+
+Body = dict[str, Any]
+USE = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"ticket": "A"}}
+RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "open"}
+CLAUDE: Body = {
+    "model": OPUS_41,
+    "max_tokens": 2048,
+    "messages": [{"role": "user", "content": "hello"}],
+}
+
+
+def changed(base: Body, **fields: Any) -> Body:
+    """``base`` with top-level fields replaced (``None`` removes one)."""
+    body = copy.deepcopy(base)
+    for key, value in fields.items():
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value
+    return body
+
+
+def said(*content: Any, role: str = "user") -> list[Body]:
+    """One message of these blocks (a string is a text block)."""
+    blocks = [{"type": "text", "text": c} if isinstance(c, str) else c for c in content]
+    return [{"role": role, "content": blocks}]
+
+
+# (case, body, status, a piece of the message)
+ANTHROPIC_CASES: list[tuple[str, Body, int, str]] = [
+    (
+        "unknown block type",
+        changed(CLAUDE, messages=said({"type": "video", "url": "x"})),
+        400,
+        "messages.0.content.0.type: Input tag 'video'",
+    ),
+    (
+        "tool_result answering no tool_use",
+        changed(CLAUDE, messages=said(RESULT)),
+        400,
+        "unexpected `tool_use_id`",
+    ),
+    (
+        "tool_use left unanswered",
+        changed(
+            CLAUDE,
+            tools=[TOOL],
+            messages=[*said("hi"), *said(USE, role="assistant"), *said("go on")],
+        ),
+        400,
+        "without `tool_result` blocks",
+    ),
+    (
+        "tool_result after text",
+        changed(
+            CLAUDE,
+            tools=[TOOL],
+            messages=[
+                *said("hi"),
+                *said(USE, role="assistant"),
+                *said({"type": "text", "text": "here"}, RESULT),
+            ],
+        ),
+        400,
+        "must come first",
+    ),
+    (
+        "temperature above 1",
+        changed(CLAUDE, temperature=1.5),
+        400,
+        "temperature: Input should be less",
+    ),
+    ("top_k negative", changed(CLAUDE, top_k=-1), 400, "top_k: Input should be greater"),
+    ("unknown model", changed(CLAUDE, model="invalid-model-name"), 404, "invalid-model-name"),
+    ("misspelt model", changed(CLAUDE, model="claude-sonet-4-6"), 404, "claude-sonet-4-6"),
+    ("unknown top-level field", changed(CLAUDE, colour="blue"), 400, "colour: Extra inputs"),
+    (
+        "thinking budget below 1024",
+        changed(CLAUDE, thinking={"type": "enabled", "budget_tokens": 512}),
+        400,
+        "budget_tokens: Input should be greater than or equal to 1024",
+    ),
+    (
+        "thinking budget not below max_tokens",
+        changed(CLAUDE, thinking={"type": "enabled", "budget_tokens": 2048}),
+        400,
+        "`max_tokens` must be greater than `thinking.budget_tokens`",
+    ),
+    (
+        "thinking with temperature",
+        changed(CLAUDE, thinking={"type": "adaptive"}, temperature=0.5),
+        400,
+        "`temperature` may only be set to 1",
+    ),
+    (
+        "thinking with a forced tool",
+        changed(CLAUDE, thinking={"type": "adaptive"}, tools=[TOOL], tool_choice={"type": "any"}),
+        400,
+        "tool_choice forces tool use",
+    ),
+    ("duplicate tool names", changed(CLAUDE, tools=[TOOL, TOOL]), 400, "Tool names must be unique"),
+    (
+        "tool_choice naming a missing tool",
+        changed(CLAUDE, tools=[TOOL], tool_choice={"type": "tool", "name": "close"}),
+        400,
+        "Tool 'close' not found",
+    ),
+    (
+        "tool_choice without tools",
+        changed(CLAUDE, tool_choice={"type": "any"}),
+        400,
+        "tool_choice may only be specified while providing tools",
+    ),
+    (
+        "tool name with a space",
+        changed(CLAUDE, tools=[{**TOOL, "name": "look up"}]),
+        400,
+        "tools.0.custom.name",
+    ),
+    (
+        "tool schema not an object",
+        changed(CLAUDE, tools=[{**TOOL, "input_schema": {"type": "array"}}]),
+        400,
+        "tools.0.input_schema.type",
+    ),
+    ("missing max_tokens", changed(CLAUDE, max_tokens=None), 400, "max_tokens: Field required"),
+    (
+        "max_tokens as text",
+        changed(CLAUDE, max_tokens="100"),
+        400,
+        "max_tokens: Input should be a valid integer",
+    ),
+    (
+        "system role in messages",
+        changed(CLAUDE, messages=[{"role": "system", "content": "x"}]),
+        400,
+        "messages.0.role",
+    ),
+    (
+        "empty text block",
+        changed(CLAUDE, messages=said({"type": "text", "text": ""})),
+        400,
+        "must be non-empty",
+    ),
+    ("empty content", changed(CLAUDE, messages=said()), 400, "non-empty content"),
+    (
+        "image of an unknown media type",
+        changed(
+            CLAUDE,
+            messages=said(
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/bmp", "data": "AA=="},
+                }
+            ),
+        ),
+        400,
+        "media_type",
+    ),
+    (
+        "cache_control with an unknown ttl",
+        changed(
+            CLAUDE,
+            messages=said(
+                {"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "10m"}}
+            ),
+        ),
+        400,
+        "cache_control.ttl",
+    ),
+    (
+        "image block in system",
+        changed(CLAUDE, system=[{"type": "image", "source": {"type": "url", "url": "x"}}]),
+        400,
+        "system.0.type",
+    ),
+    ("stop_sequences as a string", changed(CLAUDE, stop_sequences="END"), 400, "stop_sequences"),
+    ("unknown metadata field", changed(CLAUDE, metadata={"team": "a"}), 400, "metadata.team"),
+    (
+        "messages not a list",
+        changed(CLAUDE, messages="hello"),
+        400,
+        "messages: Input should be a valid list",
+    ),
+    (
+        "thinking of an unknown type",
+        changed(CLAUDE, thinking={"type": "deep"}),
+        400,
+        "thinking.type",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [case[1:] for case in ANTHROPIC_CASES],
+    ids=[case[0] for case in ANTHROPIC_CASES],
+)
+def test_anthropic_rejects_what_the_api_rejects(
+    claude: anthropic.Anthropic, body: Body, status: int, message: str
+) -> None:
+    with pytest.raises(anthropic.APIStatusError) as raised:
+        claude.post("/v1/messages", body=body, cast_to=object)
+    error = raised.value
+    assert error.status_code == status
+    assert isinstance(error.body, dict)
+    assert error.body["type"] == "error"
+    kind = "not_found_error" if status == 404 else "invalid_request_error"
+    assert error.body["error"]["type"] == kind
+    assert message in error.body["error"]["message"]
+
+
+GPT: Body = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hello"}]}
+FUNCTION = {
+    "type": "function",
+    "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}},
+}
+CALL = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+
+# (case, body, status, param, code)
+OPENAI_CASES: list[tuple[str, Body, int, str, str]] = [
+    ("unknown top-level field", changed(GPT, colour="blue"), 400, "colour", "unknown_parameter"),
+    (
+        "temperature above 2",
+        changed(GPT, temperature=3),
+        400,
+        "temperature",
+        "integer_above_max_value",
+    ),
+    ("top_p above 1", changed(GPT, top_p=1.5), 400, "top_p", "decimal_above_max_value"),
+    (
+        "presence_penalty below -2",
+        changed(GPT, presence_penalty=-3.0),
+        400,
+        "presence_penalty",
+        "decimal_below_min_value",
+    ),
+    ("n of 0", changed(GPT, n=0), 400, "n", "integer_below_min_value"),
+    ("top_p as text", changed(GPT, top_p="high"), 400, "top_p", "invalid_type"),
+    ("unknown model", changed(GPT, model="invalid-model-name"), 404, "model", "model_not_found"),
+    (
+        "max_tokens on gpt-5",
+        changed(GPT, model="gpt-5", max_tokens=100),
+        400,
+        "max_tokens",
+        "unsupported_parameter",
+    ),
+    (
+        "max_tokens on o3",
+        changed(GPT, model="o3", max_tokens=100),
+        400,
+        "max_tokens",
+        "unsupported_parameter",
+    ),
+    (
+        "temperature on o4-mini",
+        changed(GPT, model="o4-mini", temperature=0.2),
+        400,
+        "temperature",
+        "unsupported_value",
+    ),
+    (
+        "stop on gpt-5",
+        changed(GPT, model="gpt-5", stop=["END"]),
+        400,
+        "stop",
+        "unsupported_parameter",
+    ),
+    (
+        "reasoning_effort on gpt-4.1",
+        changed(GPT, reasoning_effort="high"),
+        400,
+        "reasoning_effort",
+        "unsupported_parameter",
+    ),
+    (
+        "unknown role",
+        changed(GPT, messages=[{"role": "bot", "content": "x"}]),
+        400,
+        "messages[0].role",
+        "invalid_value",
+    ),
+    (
+        "missing messages",
+        changed(GPT, messages=None),
+        400,
+        "messages",
+        "missing_required_parameter",
+    ),
+    ("empty messages", changed(GPT, messages=[]), 400, "messages", "empty_array"),
+    (
+        "unknown content part",
+        changed(GPT, messages=said({"type": "video", "url": "x"})),
+        400,
+        "messages[0].content[0].type",
+        "invalid_value",
+    ),
+    (
+        "tool message answering no call",
+        changed(GPT, messages=[{"role": "tool", "tool_call_id": "call_1", "content": "x"}]),
+        400,
+        "messages.[0].role",
+        "invalid_value",
+    ),
+    (
+        "tool call left unanswered",
+        changed(
+            GPT,
+            tools=[FUNCTION],
+            messages=[
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": [CALL]},
+                {"role": "user", "content": "go on"},
+            ],
+        ),
+        400,
+        "messages.[2].role",
+        "invalid_value",
+    ),
+    (
+        "tool_choice naming a missing function",
+        changed(
+            GPT, tools=[FUNCTION], tool_choice={"type": "function", "function": {"name": "close"}}
+        ),
+        400,
+        "tool_choice",
+        "invalid_value",
+    ),
+    (
+        "tool_choice without tools",
+        changed(GPT, tool_choice="required"),
+        400,
+        "tool_choice",
+        "invalid_value",
+    ),
+    (
+        "function name with a space",
+        changed(GPT, tools=[{"type": "function", "function": {"name": "look up"}}]),
+        400,
+        "tools[0].function.name",
+        "invalid_value",
+    ),
+    (
+        "json_object without the word json",
+        changed(GPT, response_format={"type": "json_object"}),
+        400,
+        "messages",
+        "invalid_value",
+    ),
+    (
+        "json_schema without a name",
+        changed(GPT, response_format={"type": "json_schema", "json_schema": {"schema": {}}}),
+        400,
+        "response_format.json_schema.name",
+        "missing_required_parameter",
+    ),
+    (
+        "stream_options without stream",
+        changed(GPT, stream_options={"include_usage": True}),
+        400,
+        "stream_options",
+        "invalid_value",
+    ),
+    (
+        "five stop sequences",
+        changed(GPT, stop=["a", "b", "c", "d", "e"]),
+        400,
+        "stop",
+        "integer_above_max_value",
+    ),
+    (
+        "top_logprobs without logprobs",
+        changed(GPT, top_logprobs=3),
+        400,
+        "top_logprobs",
+        "invalid_value",
+    ),
+    (
+        "unknown field in a message",
+        changed(GPT, messages=[{"role": "user", "content": "x", "mood": "ok"}]),
+        400,
+        "messages[0].mood",
+        "unknown_parameter",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "param", "code"),
+    [case[1:] for case in OPENAI_CASES],
+    ids=[case[0] for case in OPENAI_CASES],
+)
+def test_openai_rejects_what_the_api_rejects(
+    oai: openai.OpenAI, body: Body, status: int, param: str, code: str
+) -> None:
+    with pytest.raises(openai.APIStatusError) as raised:
+        oai.post("/chat/completions", body=body, cast_to=object)
+    error = raised.value
+    assert error.status_code == status
+    assert isinstance(error.body, dict)
+    assert set(error.body) == {"message", "type", "param", "code"}
+    assert error.body["type"] == "invalid_request_error"
+    assert (error.body["param"], error.body["code"]) == (param, code)
+    assert error.body["message"]
+
+
+GEMINI: Body = {"contents": [{"role": "user", "parts": [{"text": "hello"}]}]}
+DECLARATION = {"name": "lookup", "parameters": {"type": "OBJECT", "properties": {}}}
+
+# (case, model, body, status, a piece of the message)
+GEMINI_CASES: list[tuple[str, str, Body, int, str]] = [
+    (
+        "unknown top-level field",
+        "gemini-2.5-flash",
+        changed(GEMINI, colour="blue"),
+        400,
+        'Unknown name "colour"',
+    ),
+    (
+        "unknown config field",
+        "gemini-2.5-flash",
+        changed(GEMINI, generationConfig={"temprature": 1}),
+        400,
+        "at 'generation_config'",
+    ),
+    (
+        "temperature above 2",
+        "gemini-2.5-flash",
+        changed(GEMINI, generationConfig={"temperature": 3}),
+        400,
+        "temperature",
+    ),
+    (
+        "candidateCount of 9",
+        "gemini-2.5-flash",
+        changed(GEMINI, generationConfig={"candidateCount": 9}),
+        400,
+        "candidate_count",
+    ),
+    ("unknown model", "invalid-model-name", GEMINI, 404, "models/invalid-model-name is not found"),
+    (
+        "part without data",
+        "gemini-2.5-flash",
+        changed(GEMINI, contents=[{"role": "user", "parts": [{}]}]),
+        400,
+        "oneof field 'data'",
+    ),
+    (
+        "part with two kinds of data",
+        "gemini-2.5-flash",
+        changed(
+            GEMINI,
+            contents=[
+                {
+                    "role": "user",
+                    "parts": [
+                        {"text": "x", "inlineData": {"mimeType": "image/png", "data": "AA=="}}
+                    ],
+                }
+            ],
+        ),
+        400,
+        "oneof field 'data'",
+    ),
+    (
+        "duplicate function declarations",
+        "gemini-2.5-flash",
+        changed(GEMINI, tools=[{"functionDeclarations": [DECLARATION, DECLARATION]}]),
+        400,
+        "Duplicate function declaration found: lookup",
+    ),
+    (
+        "allowed names outside mode ANY",
+        "gemini-2.5-flash",
+        changed(
+            GEMINI,
+            tools=[{"functionDeclarations": [DECLARATION]}],
+            toolConfig={
+                "functionCallingConfig": {"mode": "AUTO", "allowedFunctionNames": ["lookup"]}
+            },
+        ),
+        400,
+        "only be set when mode is ANY",
+    ),
+    (
+        "allowed name not declared",
+        "gemini-2.5-flash",
+        changed(
+            GEMINI,
+            tools=[{"functionDeclarations": [DECLARATION]}],
+            toolConfig={
+                "functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["close"]}
+            },
+        ),
+        400,
+        "function close is not declared",
+    ),
+    (
+        "unknown calling mode",
+        "gemini-2.5-flash",
+        changed(GEMINI, toolConfig={"functionCallingConfig": {"mode": "SOMETIMES"}}),
+        400,
+        "Invalid value at 'tool_config.function_calling_config.mode'",
+    ),
+    (
+        "response schema without JSON",
+        "gemini-2.5-flash",
+        changed(GEMINI, generationConfig={"responseSchema": {"type": "STRING"}}),
+        400,
+        "response_mime_type",
+    ),
+    (
+        "unknown response mime type",
+        "gemini-2.5-flash",
+        changed(GEMINI, generationConfig={"responseMimeType": "text/html"}),
+        400,
+        "allowed mimetypes",
+    ),
+    (
+        "no thinking on 2.5 Pro",
+        "gemini-2.5-pro",
+        changed(GEMINI, generationConfig={"thinkingConfig": {"thinkingBudget": 0}}),
+        400,
+        "only works in thinking mode",
+    ),
+    (
+        "turns not alternating",
+        "gemini-2.5-flash",
+        changed(GEMINI, contents=[GEMINI["contents"][0], GEMINI["contents"][0]]),
+        400,
+        "alternate between user and model",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("model", "body", "status", "message"),
+    [case[1:] for case in GEMINI_CASES],
+    ids=[case[0] for case in GEMINI_CASES],
+)
+def test_gemini_rejects_what_the_api_rejects(
+    server: RunningServer, model: str, body: Body, status: int, message: str
+) -> None:
+    path = f"/v1beta/models/{model}:generateContent"
+    got, _, reply = http(server, "POST", path, body, {"x-goog-api-key": "k"})
+    assert got == status
+    assert set(reply["error"]) == {"code", "message", "status"}
+    assert reply["error"]["code"] == status
+    assert reply["error"]["status"] == ("NOT_FOUND" if status == 404 else "INVALID_ARGUMENT")
+    assert message in reply["error"]["message"]
+
+
+async def test_lenient_keeps_the_permissive_behaviour() -> None:
+    strict, lenient = (
+        Emulator(latency=Latency(0, 1e6)),
+        Emulator(latency=Latency(0, 1e6), lenient=True),
+    )
+    requests = [
+        ("/v1/messages", changed(CLAUDE, model="my-claude", colour="blue", temperature=1.5)),
+        ("/v1/chat/completions", changed(GPT, model="my-gpt", colour="blue", temperature=3)),
+        (
+            "/v1beta/models/my-gemini:generateContent",
+            changed(GEMINI, colour="blue", generationConfig={"temperature": 3}),
+        ),
+    ]
+    for path, body in requests:
+        assert (await strict.dispatch("POST", path, body)).status in (400, 404)
+        assert (await lenient.dispatch("POST", path, body)).status == 200
+
+
+async def test_a_registered_model_id_is_served_on_every_wire() -> None:
+    emu = Emulator(latency=Latency(0, 1e6))
+    paths = {
+        "/v1/messages": changed(CLAUDE, model="house-model"),
+        "/v1/chat/completions": changed(GPT, model="house-model"),
+        "/v1beta/models/house-model:generateContent": GEMINI,
+    }
+    assert {(await emu.dispatch("POST", p, b)).status for p, b in paths.items()} == {404}
+    emu.register_model("house-model")
+    assert {(await emu.dispatch("POST", p, b)).status for p, b in paths.items()} == {200}
+
+
+def _sdk_tags(union: Any) -> set[str]:
+    """The ``type`` literals of a union of the SDK's TypedDicts."""
+    tags: set[str] = set()
+    for member in typing.get_args(union):
+        hint = typing.get_type_hints(member)["type"]
+        tags |= {a for a in _literals(hint) if isinstance(a, str)}
+    return tags
+
+
+def _literals(hint: Any) -> set[object]:
+    if typing.get_origin(hint) is typing.Literal:
+        return set(typing.get_args(hint))
+    return {v for arg in typing.get_args(hint) for v in _literals(arg)}
+
+
+def _fields(spec: Any) -> set[str]:
+    assert isinstance(spec, Obj)
+    return set(spec.fields)
+
+
+def test_the_schemas_take_every_field_the_sdks_send() -> None:
+    """The specs follow the SDKs' request types: nothing an SDK can send is refused as unknown."""
+    from anthropic.types import ContentBlockParam, MessageCountTokensParams, ToolUnionParam
+    from anthropic.types.message_create_params import MessageCreateParamsStreaming
+    from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+
+    assert set(MessageCreateParamsStreaming.__annotations__) | {"stream"} <= _fields(
+        anthropic_rules.CREATE
+    )
+    assert set(MessageCountTokensParams.__annotations__) <= _fields(anthropic_rules.COUNT)
+    blocks = anthropic_rules.CREATE.fields["messages"]
+    assert isinstance(blocks, ListOf)
+    message = blocks.item
+    assert isinstance(message, Obj)
+    content = message.fields["content"]
+    assert isinstance(content, OneOf)
+    listed = content.options[1]
+    assert isinstance(listed, ListOf)
+    assert isinstance(listed.item, Tagged)
+    assert _sdk_tags(ContentBlockParam) <= set(listed.item.variants)
+    tools = anthropic_rules.CREATE.fields["tools"]
+    assert isinstance(tools, ListOf)
+    assert isinstance(tools.item, Tagged)
+    assert _sdk_tags(ToolUnionParam) <= set(tools.item.variants)
+    chat_fields = set(CompletionCreateParamsStreaming.__annotations__)
+    assert chat_fields <= _fields(chat_rules.CREATE)
