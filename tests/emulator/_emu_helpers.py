@@ -48,7 +48,7 @@ def turns(count: int, *, mark_last: bool = False) -> list[dict[str, Any]]:
     return out
 
 
-TOOL = {
+TOOL: dict[str, Any] = {
     "name": "lookup",
     "description": "Look a ticket up.",
     "input_schema": {"type": "object", "properties": {"ticket": {"type": "string"}}},

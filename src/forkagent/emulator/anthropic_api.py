@@ -339,6 +339,7 @@ class AnthropicTurn(Turn):
                 call.headers, self.model, system_text, _text_of(first_user)
             ),
             body=call.body,
+            contract=anthropic_rules.contract(call.body),
         )
 
     def account(self, now: float, writer: int, message_id: str) -> CacheResult:

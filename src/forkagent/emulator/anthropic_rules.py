@@ -10,10 +10,10 @@ and thinking params it names); the rules follow the API documentation
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 from .catalog import Catalog
 from .errors import invalid
+from .policies import Contract
 from .schema import (
     ANY,
     BOOLEAN,
@@ -33,7 +33,7 @@ from .schema import (
     number,
     obj,
 )
-from .wire import Json
+from .wire import Json, as_dict, dicts
 
 MIN_THINKING_BUDGET = 1024
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
@@ -370,17 +370,24 @@ def _results(message: Json) -> set[str]:
     return {str(b["tool_use_id"]) for b in _blocks(message) if b["type"] == "tool_result"}
 
 
-def forced_tools(body: Json) -> tuple[str, ...] | None:
-    """The tools a forced ``tool_choice`` allows (None when the model may answer in text)."""
-    choice: Json = body.get("tool_choice") or {}
+def contract(body: Json) -> Contract:
+    """What the reply must be: a forced tool's call, JSON of the output format, thinking."""
+    tools = {
+        str(t.get("name")): as_dict(t.get("input_schema"))
+        for t in dicts(body.get("tools"))
+        if t.get("type", "custom") == "custom"
+    }
+    choice = as_dict(body.get("tool_choice"))
+    forced: tuple[str, ...] = ()
     if choice.get("type") == "tool":
-        return (str(choice["name"]),)
-    if choice.get("type") == "any":
-        return tuple(_custom_names(body))
-    return None
-
-
-def _custom_names(body: Json) -> Iterator[str]:
-    for tool in body.get("tools") or []:
-        if isinstance(tool, dict) and tool.get("type", "custom") == "custom":
-            yield str(tool.get("name", ""))
+        forced = (str(choice.get("name")),)
+    elif choice.get("type") == "any":
+        forced = tuple(tools)
+    output = as_dict(as_dict(body.get("output_config")).get("format") or body.get("output_format"))
+    schema = output.get("schema") if output.get("type") == "json_schema" else None
+    return Contract(
+        forced_tools=forced,
+        tool_schemas=tools,
+        output_schema=as_dict(schema) if schema is not None else None,
+        thinking=as_dict(body.get("thinking")).get("type") in ("enabled", "adaptive"),
+    )

@@ -9,6 +9,7 @@ for ``deepseek*`` (64-token units from token 0).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 import time
@@ -164,7 +165,8 @@ class ChatTurn(Turn):
         self.stream = bool(body.get("stream", False))
         options = optional(body, "stream_options", dict) or {}
         self._include_usage = bool(options.get("include_usage"))
-        self.with_thinking = self.profile != "openai" or "reasoning_effort" in body
+        contract = chat_rules.contract(body, self.profile)
+        self.with_thinking = self.profile != "openai" or contract.thinking
         self._mode, self._ttl = (
             _cache_options(body) if self.profile == "openai" else ("implicit", "30m")
         )
@@ -176,7 +178,7 @@ class ChatTurn(Turn):
         if self.profile == "deepseek":
             self.visible_delay = api.settings.deepseek_build_delay
         self._created = int(time.time())
-        self.request = _view(call, self.model, messages)
+        self.request = dataclasses.replace(_view(call, self.model, messages), contract=contract)
 
     def account(self, now: float, writer: int, message_id: str) -> CacheResult:
         if self._explicit and self.profile == "dashscope":

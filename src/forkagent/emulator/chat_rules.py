@@ -19,6 +19,7 @@ from typing import Any
 
 from .catalog import Catalog
 from .errors import ApiError, invalid
+from .policies import Contract
 from .profiles import ChatProfile
 from .schema import (
     ANY,
@@ -42,7 +43,7 @@ from .schema import (
     number,
     obj,
 )
-from .wire import Json
+from .wire import Json, as_dict, dicts
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _REASONING = re.compile(
@@ -394,3 +395,53 @@ def _check_tools(body: Json) -> None:
                 param="tool_choice",
                 code="invalid_value",
             )
+
+
+def contract(body: Json, profile: ChatProfile) -> Contract:
+    """What the reply must be: a call of a required tool, JSON of the response format, reasoning."""
+    tools = {
+        str(as_dict(t.get("function")).get("name")): as_dict(
+            as_dict(t.get("function")).get("parameters")
+        )
+        for t in dicts(body.get("tools"))
+        if t.get("type") == "function"
+    }
+    response_format = as_dict(body.get("response_format"))
+    schema = as_dict(response_format.get("json_schema")).get("schema")
+    return Contract(
+        forced_tools=_forced(body.get("tool_choice"), tuple(tools)),
+        tool_schemas=tools,
+        output_schema=as_dict(schema) if response_format.get("type") == "json_schema" else None,
+        json_object=response_format.get("type") == "json_object",
+        thinking=_reasons(body, profile),
+    )
+
+
+def _forced(choice: Any, names: tuple[str, ...]) -> tuple[str, ...]:
+    if choice == "required":
+        return names
+    choice = as_dict(choice)
+    if choice.get("type") == "function":
+        return (str(as_dict(choice.get("function")).get("name")),)
+    allowed = as_dict(choice.get("allowed_tools"))
+    if choice.get("type") == "allowed_tools" and allowed.get("mode") == "required":
+        listed = [
+            as_dict(t.get("function")).get("name", t.get("name"))
+            for t in dicts(allowed.get("tools"))
+        ]
+        return tuple(str(n) for n in listed if n in names)
+    return ()
+
+
+def _reasons(body: Json, profile: ChatProfile) -> bool:
+    """Whether the model reasons before it answers (hence reports reasoning tokens)."""
+    model = str(body.get("model"))
+    if profile == "dashscope":
+        return body.get("enable_thinking") is True
+    if profile == "deepseek":
+        thinking = as_dict(body.get("thinking")).get("type")
+        return "reasoner" in model or thinking == "enabled"
+    effort = body.get("reasoning_effort")
+    if effort is not None:
+        return bool(effort != "none")
+    return is_reasoning(model)

@@ -213,7 +213,9 @@ class GeminiTurn(Turn):
         thinking = config.get("thinkingConfig") or {}
         self.with_thinking = bool(thinking.get("includeThoughts"))
         self._segments = _segments(body)
-        self.request = _view(call, self.model, contents)
+        self.request = dataclasses.replace(
+            _view(call, self.model, contents), contract=gemini_rules.contract(body)
+        )
 
     def account(self, now: float, writer: int, message_id: str) -> CacheResult:
         if self._cached is not None:

@@ -15,6 +15,7 @@ import re
 
 from .catalog import Catalog
 from .errors import ApiError, invalid
+from .policies import Contract
 from .schema import (
     ANY,
     BOOLEAN,
@@ -34,7 +35,7 @@ from .schema import (
     number,
     obj,
 )
-from .wire import Json
+from .wire import Json, as_dict, dicts
 
 DATA_FIELDS = (
     "text",
@@ -241,16 +242,12 @@ def _check_parts(body: Json) -> None:
             )
 
 
-def function_names(body: Json) -> list[str]:
-    return [
-        str(d.get("name", ""))
-        for tool in body.get("tools") or []
-        for d in tool.get("functionDeclarations") or []
-    ]
-
-
 def _check_functions(body: Json) -> None:
-    names = function_names(body)
+    names = [
+        str(d.get("name"))
+        for t in dicts(body.get("tools"))
+        for d in dicts(t.get("functionDeclarations"))
+    ]
     for name in names:
         if names.count(name) > 1:
             raise invalid(f"Duplicate function declaration found: {name}")
@@ -294,8 +291,27 @@ def _check_output(body: Json, model: str) -> None:
         raise invalid("Budget 0 is invalid. This model only works in thinking mode.")
 
 
-def response_schema(body: Json) -> Json | None:
-    """The JSON schema a structured-output request asks for (None without one)."""
-    config = body.get("generationConfig") or {}
+def contract(body: Json) -> Contract:
+    """What the reply must be: a call of an allowed function in mode ANY, JSON, thoughts."""
+    declarations = [
+        d for t in dicts(body.get("tools")) for d in dicts(t.get("functionDeclarations"))
+    ]
+    tools = {
+        str(d.get("name")): as_dict(d.get("parametersJsonSchema") or d.get("parameters"))
+        for d in declarations
+    }
+    calling = as_dict(as_dict(body.get("toolConfig")).get("functionCallingConfig"))
+    forced: tuple[str, ...] = ()
+    if calling.get("mode") == "ANY":
+        allowed = calling.get("allowedFunctionNames")
+        forced = tuple(str(n) for n in allowed) if isinstance(allowed, list) else tuple(tools)
+    config = as_dict(body.get("generationConfig"))
     schema = config.get("responseJsonSchema") or config.get("responseSchema")
-    return schema if isinstance(schema, dict) else None
+    json_out = config.get("responseMimeType") == "application/json"
+    return Contract(
+        forced_tools=forced,
+        tool_schemas=tools,
+        output_schema=as_dict(schema) if json_out and schema is not None else None,
+        json_object=json_out,
+        thinking=as_dict(config.get("thinkingConfig")).get("includeThoughts") is True,
+    )

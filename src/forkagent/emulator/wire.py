@@ -204,3 +204,13 @@ def conversation_key(headers: Mapping[str, str], *parts: str) -> str:
     if named := headers.get(CONVERSATION_HEADER):
         return named
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def as_dict(value: Any) -> Json:
+    """``value`` if it is an object, else empty: for reading bodies lenient mode let through."""
+    return value if isinstance(value, dict) else {}
+
+
+def dicts(value: Any) -> list[Json]:
+    """The objects of a list (nothing for anything else)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []

@@ -265,7 +265,9 @@ def error_detail(body: JsonValue) -> tuple[str, str | None]:
 
     The openai SDK hands over the inner ``error`` object itself.
     """
-    error = body.get("error", body if "message" in body else None) if isinstance(body, dict) else None
+    error = (
+        body.get("error", body if "message" in body else None) if isinstance(body, dict) else None
+    )
     if not isinstance(error, dict):
         text = body if isinstance(body, str) and body else "no details given"
         return _sentence_body(str(text)[:500]), None
