@@ -27,6 +27,7 @@ from forkagent.emulator import (
     serve,
     tokens,
 )
+from forkagent.emulator.profiles import ANTHROPIC_FRAMING_TOKENS
 
 MESSAGES_BODY: dict[str, Any] = {
     "model": OPUS_41,
@@ -157,7 +158,7 @@ def test_count_tokens(claude: anthropic.Anthropic) -> None:
     counted = claude.messages.count_tokens(
         model=OPUS_41, system=system_block(1500), messages=[user("hi")]
     )
-    assert counted.input_tokens == 1500 + tokens.count("hi")
+    assert counted.input_tokens == 1500 + tokens.count("hi") + ANTHROPIC_FRAMING_TOKENS
 
 
 def test_admin_script_log_faults_and_reset(

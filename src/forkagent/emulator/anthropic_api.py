@@ -23,7 +23,7 @@ from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, digest
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .policies import EmulatedRequest
-from .profiles import anthropic_min_tokens
+from .profiles import ANTHROPIC_FRAMING_TOKENS, anthropic_min_tokens, anthropic_tool_prompt_tokens
 from .wire import (
     Call,
     Json,
@@ -51,7 +51,12 @@ _ERROR_TYPES: Mapping[ErrorKind, str] = {
     "server": "api_error",
     "overloaded": "overloaded_error",
 }
-_STOP = {"end": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens"}
+_STOP = {
+    "end": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence",
+}
 
 
 def error_body(error: ApiError, request_id: str) -> Json:
@@ -92,7 +97,7 @@ class AnthropicApi:
         if not self.catalog.lenient:
             anthropic_rules.check_count(call.body, self.catalog)
         prompt = _Prompt.parse(call.body, counting=True)
-        return {"input_tokens": sum(b.tokens for b in prompt.blocks)}
+        return {"input_tokens": sum(b.tokens for b in prompt.blocks) + ANTHROPIC_FRAMING_TOKENS}
 
     def clear(self) -> None:
         with self._lock:
@@ -124,7 +129,8 @@ class _Prompt:
         messages = require(body, "messages", list)
         if not messages and not counting:
             raise invalid("messages: at least one message is required")
-        blocks = [*_tool_blocks(optional(body, "tools", list) or [])]
+        tools = optional(body, "tools", list) or []
+        blocks = [*_tool_prompt(model, body), *_tool_blocks(tools)] if tools else []
         blocks += _system_blocks(body.get("system"))
         images = 0
         for m, message in enumerate(messages):
@@ -171,6 +177,18 @@ class _Prompt:
             settings=self.seeds["messages"],
             cached_tokens=cached_tokens,
         )
+
+
+def _tool_prompt(model: str, body: Json) -> list[Block]:
+    """The tool-use system prompt, ahead of the tools: part of the cached prefix.
+
+    Its content is fixed, so that changing ``tool_choice`` only invalidates the
+    messages level, as documented; its size follows the model and tool choice.
+    """
+    choice = body.get("tool_choice")
+    forced = isinstance(choice, dict) and choice.get("type") in ("any", "tool")
+    size = anthropic_tool_prompt_tokens(model, forced=forced)
+    return [Block("tools", "tool-use system prompt", b"tool-use system prompt", size, None)]
 
 
 def _tool_blocks(tools: list[Any]) -> list[Block]:
@@ -287,6 +305,7 @@ class AnthropicTurn(Turn):
         max_tokens: int = require(body, "max_tokens", int)
         self.max_tokens = max_tokens
         self.stream = bool(body.get("stream", False))
+        self.stop_sequences = tuple(str(s) for s in optional(body, "stop_sequences", list) or ())
         thinking = optional(body, "thinking", dict) or {}
         self.with_thinking = thinking.get("type") in ("enabled", "adaptive")
         self._check_prewarm(body, max_tokens)
@@ -346,7 +365,13 @@ class AnthropicTurn(Turn):
         rules = BlockRules(min_tokens=anthropic_min_tokens(self.model))
         prompt = self._prompt
         result = self._api.cache.evaluate(
-            self.model, prompt.blocks, prompt.seeds, rules, now=now, writer=writer
+            self.model,
+            prompt.blocks,
+            prompt.seeds,
+            rules,
+            now=now,
+            writer=writer,
+            extra_tokens=ANTHROPIC_FRAMING_TOKENS,
         )
         fingerprint = prompt.fingerprint(result.cached_prefix_tokens)
         if self._wants_diagnostics:
@@ -390,7 +415,9 @@ class AnthropicTurn(Turn):
             "service_tier": "standard",
         }
 
-    def _message(self, message_id: str, content: list[Json], stop: str | None) -> Json:
+    def _message(
+        self, message_id: str, content: list[Json], stop: str | None, sequence: str | None = None
+    ) -> Json:
         message: Json = {
             "id": message_id,
             "type": "message",
@@ -398,7 +425,7 @@ class AnthropicTurn(Turn):
             "model": self.model,
             "content": content,
             "stop_reason": stop,
-            "stop_sequence": None,
+            "stop_sequence": sequence,
         }
         if self._wants_diagnostics:
             message["diagnostics"] = self._diagnosis
@@ -414,7 +441,7 @@ class AnthropicTurn(Turn):
             {"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.input)}
             for c in output.tool_calls
         ]
-        message = self._message(message_id, content, _STOP[output.stop])
+        message = self._message(message_id, content, _STOP[output.stop], output.stop_sequence)
         message["usage"] = self._usage_json(result, output.output_tokens)
         return message
 
@@ -451,7 +478,10 @@ class AnthropicTurn(Turn):
             SseEvent(
                 {
                     "type": "message_delta",
-                    "delta": {"stop_reason": _STOP[output.stop], "stop_sequence": None},
+                    "delta": {
+                        "stop_reason": _STOP[output.stop],
+                        "stop_sequence": output.stop_sequence,
+                    },
                     "usage": final,
                 },
                 "message_delta",

@@ -71,7 +71,7 @@ _ERRORS: Mapping[ErrorKind, tuple[str, str | None]] = {
     "server": ("server_error", None),
     "overloaded": ("server_error", "overloaded"),
 }
-_FINISH = {"end": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+_FINISH = {"end": "stop", "tool_use": "tool_calls", "max_tokens": "length", "stop_sequence": "stop"}
 
 
 def error_status(error: ApiError) -> int:
@@ -163,6 +163,13 @@ class ChatTurn(Turn):
         if self.max_tokens is not None and self.max_tokens < 1:
             raise invalid("max_tokens: must be at least 1")
         self.stream = bool(body.get("stream", False))
+        stop, n = body.get("stop"), body.get("n")
+        self.stop_sequences = (
+            (stop,)
+            if isinstance(stop, str)
+            else tuple(map(str, stop if isinstance(stop, list) else ()))
+        )
+        self.choices = n if isinstance(n, int) and n > 0 else 1
         options = optional(body, "stream_options", dict) or {}
         self._include_usage = bool(options.get("include_usage"))
         contract = chat_rules.contract(body, self.profile)
@@ -243,10 +250,11 @@ class ChatTurn(Turn):
     def _usage_json(self, result: CacheResult, output: Output) -> Json:
         read = result.read_tokens
         details: Json = {"cached_tokens": read}
+        completion = output.output_tokens * self.choices
         usage: Json = {
             "prompt_tokens": result.total_tokens,
-            "completion_tokens": output.output_tokens,
-            "total_tokens": result.total_tokens + output.output_tokens,
+            "completion_tokens": completion,
+            "total_tokens": result.total_tokens + completion,
         }
         if self.profile == "openai":
             details["audio_tokens"] = 0
@@ -261,7 +269,9 @@ class ChatTurn(Turn):
             usage["prompt_cache_hit_tokens"] = read
             usage["prompt_cache_miss_tokens"] = result.total_tokens - read
         usage["prompt_tokens_details"] = details
-        usage["completion_tokens_details"] = {"reasoning_tokens": output.thinking_tokens}
+        usage["completion_tokens_details"] = {
+            "reasoning_tokens": output.thinking_tokens * self.choices
+        }
         return usage
 
     def _head(self, message_id: str, kind: str) -> Json:
@@ -280,14 +290,17 @@ class ChatTurn(Turn):
                 }
                 for c in output.tool_calls
             ]
-        choice = {
-            "index": 0,
-            "message": message,
-            "logprobs": None,
-            "finish_reason": _FINISH[output.stop],
-        }
+        choices = [
+            {
+                "index": i,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": _FINISH[output.stop],
+            }
+            for i in range(self.choices)
+        ]
         body = self._head(message_id, "chat.completion")
-        body |= {"choices": [choice], "usage": self._usage_json(result, output)}
+        body |= {"choices": choices, "usage": self._usage_json(result, output)}
         body["system_fingerprint"] = "fp_emulator"
         return body
 
@@ -312,8 +325,14 @@ class ChatTurn(Turn):
                     tokens.count(c.arguments),
                 )
             )
-        events = [self._chunk(message_id, delta, None, weight) for delta, weight in deltas]
-        events.append(self._chunk(message_id, {}, _FINISH[output.stop], 0))
+        events = [
+            self._chunk(message_id, i, delta, None, weight)
+            for i in range(self.choices)
+            for delta, weight in deltas
+        ]
+        events += [
+            self._chunk(message_id, i, {}, _FINISH[output.stop], 0) for i in range(self.choices)
+        ]
         if self._include_usage:
             last = self._head(message_id, "chat.completion.chunk")
             last |= {"choices": [], "usage": self._usage_json(result, output)}
@@ -321,9 +340,13 @@ class ChatTurn(Turn):
         events.append(SseEvent("[DONE]"))
         return events
 
-    def _chunk(self, message_id: str, delta: Json, finish: str | None, weight: int) -> SseEvent:
+    def _chunk(
+        self, message_id: str, index: int, delta: Json, finish: str | None, weight: int
+    ) -> SseEvent:
         chunk = self._head(message_id, "chat.completion.chunk")
-        chunk["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        chunk["choices"] = [
+            {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+        ]
         if self._include_usage:
             chunk["usage"] = None
         return SseEvent(chunk, tokens=weight)

@@ -342,6 +342,7 @@ class Emulator:
             max_tokens=turn.max_tokens,
             call_id=f"{turn.call_prefix}{number:06d}_",
             with_thinking=turn.with_thinking,
+            stop_sequences=turn.stop_sequences,
         )
         self.log.append(
             dataclasses.replace(

@@ -36,7 +36,7 @@ _STATUS: Mapping[ErrorKind, str] = {
     "server": "INTERNAL",
     "overloaded": "UNAVAILABLE",
 }
-_FINISH = {"end": "STOP", "tool_use": "STOP", "max_tokens": "MAX_TOKENS"}
+_FINISH = {"end": "STOP", "tool_use": "STOP", "max_tokens": "MAX_TOKENS", "stop_sequence": "STOP"}
 _RESERVED_WITH_CACHE = ("systemInstruction", "tools", "toolConfig")
 
 
@@ -210,6 +210,7 @@ class GeminiTurn(Turn):
         _check_turns(contents)
         config = optional(body, "generationConfig", dict) or {}
         self.max_tokens = config.get("maxOutputTokens")
+        self.stop_sequences = tuple(map(str, config.get("stopSequences") or ()))
         thinking = config.get("thinkingConfig") or {}
         self.with_thinking = bool(thinking.get("includeThoughts"))
         self._segments = _segments(body)
