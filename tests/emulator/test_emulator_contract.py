@@ -4,7 +4,6 @@ forced tool choices, structured outputs, thinking and unknown models."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -16,7 +15,7 @@ from _emu_helpers import OPUS_41, TOOL
 from google import genai
 from google.genai import errors, types
 
-from forkagent.emulator import Emulator, RunningServer
+from forkagent.emulator import Emulator
 from forkagent.emulator.sample import sample
 
 CLOSE: dict[str, Any] = {
@@ -207,13 +206,6 @@ def test_openai_unknown_model_is_not_found(oai: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as raised:
         oai.chat.completions.create(model="invalid-model-name", messages=HELLO)
     assert raised.value.code == "model_not_found"
-
-
-@pytest.fixture
-def gemini(server: RunningServer) -> Iterator[genai.Client]:
-    client = genai.Client(api_key="test-key", http_options=types.HttpOptions(base_url=server.url))
-    yield client
-    client.close()
 
 
 def _declarations() -> list[types.Tool]:

@@ -4,7 +4,6 @@ sequences."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -80,13 +79,6 @@ def test_models_retrieve_and_list_in_each_wire_format(
     emu.register_model("house-model")
     assert "house-model" in [m.id for m in oai.models.list()]
     assert oai.models.retrieve("house-model").id == "house-model"
-
-
-@pytest.fixture
-def gemini(server: RunningServer) -> Iterator[genai.Client]:
-    client = genai.Client(api_key="test-key", http_options=types.HttpOptions(base_url=server.url))
-    yield client
-    client.close()
 
 
 def test_gemini_models_get_and_list_on_v1beta_and_v1(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from .catalog import Catalog
-from .errors import invalid
+from .errors import ApiError, invalid
 from .policies import Contract
 from .schema import (
     ANY,
@@ -26,7 +26,7 @@ from .schema import (
     SchemaError,
     Spec,
     Tagged,
-    check,
+    check_or,
     enum,
     integer,
     nullable,
@@ -238,7 +238,7 @@ COUNT = Obj(_PROMPT, frozenset({"model", "messages"}))
 
 def check_create(body: Json, catalog: Catalog) -> None:
     """Raise the API's 400 (or 404 for the model) for a malformed Messages request."""
-    _schema(body, CREATE)
+    check_or(body, CREATE, _reworded)
     catalog.require("anthropic", body["model"])
     _check_thinking(body)
     _check_tools(body)
@@ -246,18 +246,15 @@ def check_create(body: Json, catalog: Catalog) -> None:
 
 
 def check_count(body: Json, catalog: Catalog) -> None:
-    _schema(body, COUNT)
+    check_or(body, COUNT, _reworded)
     catalog.require("anthropic", body["model"])
     _check_tools(body)
     _check_messages(body["messages"])
 
 
-def _schema(body: Json, spec: Obj) -> None:
-    try:
-        check(body, spec)
-    except SchemaError as error:
-        where = ".".join(str(p) for p in error.path)
-        raise invalid(f"{where}: {error.message}") from None
+def _reworded(error: SchemaError) -> ApiError:
+    where = ".".join(str(p) for p in error.path)
+    return invalid(f"{where}: {error.message}")
 
 
 def _thinks(body: Json) -> bool:

@@ -35,7 +35,7 @@ from .schema import (
     SchemaError,
     Spec,
     Tagged,
-    check,
+    check_or,
     enum,
     integer,
     json_kind,
@@ -207,19 +207,13 @@ def check_create(body: Json, profile: ChatProfile, catalog: Catalog) -> None:
     model = body.get("model")
     local = isinstance(model, str) and not catalog.in_scheme("openai", model)
     openai = profile == "openai" and not local
-    _schema(body, CREATE if openai else _DASHSCOPE if profile == "dashscope" else _COMPATIBLE)
+    spec = CREATE if openai else _DASHSCOPE if profile == "dashscope" else _COMPATIBLE
+    check_or(body, spec, _reworded)
     catalog.require("openai", body["model"])
     if openai:
         _check_model_fit(body)
     _check_options(body)
     _check_tools(body)
-
-
-def _schema(body: Json, spec: Obj) -> None:
-    try:
-        check(body, spec)
-    except SchemaError as error:
-        raise _reworded(error) from None
 
 
 def _param(path: Path) -> str:

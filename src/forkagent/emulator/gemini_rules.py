@@ -29,7 +29,7 @@ from .schema import (
     Path,
     SchemaError,
     Spec,
-    check,
+    check_or,
     enum,
     integer,
     number,
@@ -179,7 +179,7 @@ _PRO = re.compile(r"gemini-[\d.]+-pro")
 def check_generate(body: Json, model: str, catalog: Catalog) -> None:
     """Raise Google's 400 (or 404 for the model) for a malformed request."""
     catalog.require("gemini", model)
-    _schema(body, GENERATE)
+    check_or(body, GENERATE, _reworded)
     _check_parts(body)
     _check_functions(body)
     _check_output(body, model)
@@ -189,9 +189,9 @@ def check_count(body: Json, model: str, catalog: Catalog) -> None:
     catalog.require("gemini", model)
     inner = body.get("generateContentRequest")
     if isinstance(inner, dict):
-        _schema(inner, GENERATE)
+        check_or(inner, GENERATE, _reworded)
     else:
-        _schema(body, obj(contents=ListOf(_CONTENT)))
+        check_or(body, obj(contents=ListOf(_CONTENT)), _reworded)
 
 
 def _snake(path: Path) -> str:
@@ -203,13 +203,6 @@ def _snake(path: Path) -> str:
             name = re.sub(r"(?<!^)([A-Z])", r"_\1", part).lower()
             out += f".{name}" if out else name
     return out
-
-
-def _schema(body: Json, spec: Obj) -> None:
-    try:
-        check(body, spec)
-    except SchemaError as error:
-        raise _reworded(error) from None
 
 
 def _reworded(error: SchemaError) -> ApiError:

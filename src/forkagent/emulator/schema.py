@@ -9,7 +9,7 @@ fields to each other live with each wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -133,6 +133,14 @@ def json_kind(value: Any) -> JsonKind:
     if isinstance(value, list):
         return "array"
     return "object"
+
+
+def check_or(value: Any, spec: Spec, reword: Callable[[SchemaError], Exception]) -> None:
+    """``check``, raising the wire's own error for a ``SchemaError``."""
+    try:
+        check(value, spec)
+    except SchemaError as error:
+        raise reword(error) from None
 
 
 def check(value: Any, spec: Spec, path: Path = ()) -> None:
