@@ -211,6 +211,163 @@ ANTHROPIC_CASES: list[tuple[str, Body, int, str]] = [
 ]
 
 
+ANTHROPIC_MORE: list[tuple[str, Body, int, str]] = [
+    ("missing model", changed(CLAUDE, model=None), 400, "model: Field required"),
+    ("model as a number", changed(CLAUDE, model=4), 400, "model: Input should be a valid string"),
+    ("missing messages", changed(CLAUDE, messages=None), 400, "messages: Field required"),
+    (
+        "negative max_tokens",
+        changed(CLAUDE, max_tokens=-1),
+        400,
+        "max_tokens: Input should be greater",
+    ),
+    (
+        "stream as text",
+        changed(CLAUDE, stream="yes"),
+        400,
+        "stream: Input should be a valid boolean",
+    ),
+    ("unknown service tier", changed(CLAUDE, service_tier="gold"), 400, "service_tier"),
+    ("unknown speed", changed(CLAUDE, speed="warp"), 400, "speed"),
+    (
+        "unknown tool_choice type",
+        changed(CLAUDE, tools=[TOOL], tool_choice={"type": "some"}),
+        400,
+        "tool_choice.type",
+    ),
+    (
+        "tool_choice tool without a name",
+        changed(CLAUDE, tools=[TOOL], tool_choice={"type": "tool"}),
+        400,
+        "tool_choice.name: Field required",
+    ),
+    (
+        "thinking without a budget",
+        changed(CLAUDE, thinking={"type": "enabled"}),
+        400,
+        "thinking.budget_tokens: Field required",
+    ),
+    ("system as a number", changed(CLAUDE, system=7), 400, "system: Input should be a valid"),
+    (
+        "metadata user_id as a number",
+        changed(CLAUDE, metadata={"user_id": 7}),
+        400,
+        "metadata.user_id",
+    ),
+    (
+        "cache_control of another type",
+        changed(
+            CLAUDE,
+            messages=said({"type": "text", "text": "x", "cache_control": {"type": "persistent"}}),
+        ),
+        400,
+        "cache_control.type",
+    ),
+    (
+        "tool_use input not an object",
+        changed(CLAUDE, messages=[*said("hi"), *said({**USE, "input": "A"}, role="assistant")]),
+        400,
+        "input: Input should be a valid dictionary",
+    ),
+    (
+        "thinking block without a signature",
+        changed(
+            CLAUDE,
+            messages=[*said("hi"), *said({"type": "thinking", "thinking": "hm"}, role="assistant")],
+        ),
+        400,
+        "signature: Field required",
+    ),
+    (
+        "redacted thinking without data",
+        changed(
+            CLAUDE, messages=[*said("hi"), *said({"type": "redacted_thinking"}, role="assistant")]
+        ),
+        400,
+        "data: Field required",
+    ),
+    (
+        "document of an unknown media type",
+        changed(
+            CLAUDE,
+            messages=said(
+                {
+                    "type": "document",
+                    "source": {"type": "base64", "media_type": "application/zip", "data": "AA=="},
+                }
+            ),
+        ),
+        400,
+        "media_type",
+    ),
+    (
+        "image url source without a url",
+        changed(CLAUDE, messages=said({"type": "image", "source": {"type": "url"}})),
+        400,
+        "source.url: Field required",
+    ),
+    (
+        "tool_result holding a tool_use",
+        changed(
+            CLAUDE,
+            tools=[TOOL],
+            messages=[
+                *said("hi"),
+                *said(USE, role="assistant"),
+                *said({**RESULT, "content": [USE]}),
+            ],
+        ),
+        400,
+        "Input tag 'tool_use'",
+    ),
+    (
+        "tool without input_schema",
+        changed(CLAUDE, tools=[{"name": "lookup"}]),
+        400,
+        "input_schema: Field required",
+    ),
+    (
+        "output format without a schema",
+        changed(CLAUDE, output_config={"format": {"type": "json_schema"}}),
+        400,
+        "output_config.format.schema: Field required",
+    ),
+    (
+        "unknown effort",
+        changed(CLAUDE, output_config={"effort": "extreme"}),
+        400,
+        "output_config.effort",
+    ),
+    (
+        "five cache breakpoints",
+        changed(
+            CLAUDE,
+            messages=said(
+                *[
+                    {"type": "text", "text": f"p{i}", "cache_control": {"type": "ephemeral"}}
+                    for i in range(5)
+                ]
+            ),
+        ),
+        400,
+        "A maximum of 4 blocks with cache_control",
+    ),
+    (
+        "1h breakpoint after a 5m one",
+        changed(
+            CLAUDE,
+            system=[{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}],
+            messages=said(
+                {"type": "text", "text": "b", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+            ),
+        ),
+        400,
+        "longer TTLs must come first",
+    ),
+]
+ANTHROPIC_CASES += ANTHROPIC_MORE
+
+
 @pytest.mark.parametrize(
     ("body", "status", "message"),
     [case[1:] for case in ANTHROPIC_CASES],
@@ -405,6 +562,152 @@ OPENAI_CASES: list[tuple[str, Body, int, str, str]] = [
 ]
 
 
+OPENAI_MORE: list[tuple[str, Body, int, str, str]] = [
+    ("model as a number", changed(GPT, model=5), 400, "model", "invalid_type"),
+    ("stream as text", changed(GPT, stream="yes"), 400, "stream", "invalid_type"),
+    ("n above 128", changed(GPT, n=200), 400, "n", "integer_above_max_value"),
+    (
+        "logit_bias above 100",
+        changed(GPT, logit_bias={"50256": 101}),
+        400,
+        "logit_bias.50256",
+        "integer_above_max_value",
+    ),
+    ("seed as text", changed(GPT, seed="7"), 400, "seed", "invalid_type"),
+    (
+        "unknown service tier",
+        changed(GPT, service_tier="gold"),
+        400,
+        "service_tier",
+        "invalid_value",
+    ),
+    ("unknown modality", changed(GPT, modalities=["video"]), 400, "modalities[0]", "invalid_value"),
+    (
+        "unknown reasoning effort",
+        changed(GPT, model="gpt-5", reasoning_effort="max"),
+        400,
+        "reasoning_effort",
+        "invalid_value",
+    ),
+    ("unknown verbosity", changed(GPT, verbosity="loud"), 400, "verbosity", "invalid_value"),
+    (
+        "unknown cache retention",
+        changed(GPT, prompt_cache_retention="1w"),
+        400,
+        "prompt_cache_retention",
+        "invalid_value",
+    ),
+    (
+        "image part without a url",
+        changed(GPT, messages=said({"type": "image_url", "image_url": {}})),
+        400,
+        "messages[0].content[0].image_url.url",
+        "missing_required_parameter",
+    ),
+    (
+        "unknown image detail",
+        changed(
+            GPT, messages=said({"type": "image_url", "image_url": {"url": "x", "detail": "max"}})
+        ),
+        400,
+        "messages[0].content[0].image_url.detail",
+        "invalid_value",
+    ),
+    (
+        "image in a system message",
+        changed(
+            GPT,
+            messages=[
+                {"role": "system", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+            ],
+        ),
+        400,
+        "messages[0].content[0].type",
+        "invalid_value",
+    ),
+    (
+        "tool message without tool_call_id",
+        changed(GPT, messages=[{"role": "tool", "content": "x"}]),
+        400,
+        "messages[0].tool_call_id",
+        "missing_required_parameter",
+    ),
+    (
+        "tool call without arguments",
+        changed(
+            GPT,
+            messages=[
+                *said("hi"),
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f"}}],
+                },
+            ],
+        ),
+        400,
+        "messages[1].tool_calls[0].function.arguments",
+        "missing_required_parameter",
+    ),
+    (
+        "tool of an unknown type",
+        changed(GPT, tools=[{"type": "plugin", "plugin": {}}]),
+        400,
+        "tools[0].type",
+        "invalid_value",
+    ),
+    (
+        "function without a name",
+        changed(GPT, tools=[{"type": "function", "function": {}}]),
+        400,
+        "tools[0].function.name",
+        "missing_required_parameter",
+    ),
+    (
+        "unknown response format",
+        changed(GPT, response_format={"type": "yaml"}),
+        400,
+        "response_format.type",
+        "invalid_value",
+    ),
+    (
+        "json_schema name with a space",
+        changed(GPT, response_format={"type": "json_schema", "json_schema": {"name": "my schema"}}),
+        400,
+        "response_format.json_schema.name",
+        "invalid_value",
+    ),
+    (
+        "unknown tool_choice string",
+        changed(GPT, tools=[FUNCTION], tool_choice="always"),
+        400,
+        "tool_choice",
+        "invalid_value",
+    ),
+    (
+        "parallel_tool_calls without tools",
+        changed(GPT, parallel_tool_calls=False),
+        400,
+        "parallel_tool_calls",
+        "invalid_value",
+    ),
+    (
+        "metadata value as a number",
+        changed(GPT, metadata={"team": 7}),
+        400,
+        "metadata.team",
+        "invalid_type",
+    ),
+    (
+        "unknown prompt cache mode",
+        changed(GPT, prompt_cache_options={"mode": "always"}),
+        400,
+        "prompt_cache_options.mode",
+        "invalid_value",
+    ),
+]
+OPENAI_CASES += OPENAI_MORE
+
+
 @pytest.mark.parametrize(
     ("body", "status", "param", "code"),
     [case[1:] for case in OPENAI_CASES],
@@ -553,6 +856,131 @@ GEMINI_CASES: list[tuple[str, str, Body, int, str]] = [
 ]
 
 
+GEMINI_MORE: list[tuple[str, str, Body, int, str]] = [
+    ("misspelt model", "gemini-2.5-flashy", GEMINI, 404, "is not found"),
+    ("contents missing", "gemini-2.5-flash", {"generationConfig": {}}, 400, "contents"),
+    (
+        "parts as text",
+        "gemini-2.5-flash",
+        changed(GEMINI, contents=[{"role": "user", "parts": "hi"}]),
+        400,
+        "Invalid value at 'contents[0].parts'",
+    ),
+    (
+        "unknown part field",
+        "gemini-2.5-flash",
+        changed(GEMINI, contents=[{"role": "user", "parts": [{"txt": "hi"}]}]),
+        400,
+        'Unknown name "txt"',
+    ),
+    (
+        "empty parts",
+        "gemini-2.5-flash",
+        changed(GEMINI, contents=[{"role": "user", "parts": []}]),
+        400,
+        "must not be empty",
+    ),
+    (
+        "inline data without a mime type",
+        "gemini-2.5-flash",
+        changed(GEMINI, contents=[{"role": "user", "parts": [{"inlineData": {"data": "AA=="}}]}]),
+        400,
+        "mime_type",
+    ),
+    (
+        "function call without a name",
+        "gemini-2.5-flash",
+        changed(
+            GEMINI,
+            contents=[
+                *GEMINI["contents"],
+                {"role": "model", "parts": [{"functionCall": {"args": {}}}]},
+            ],
+        ),
+        400,
+        "function_call.name",
+    ),
+    (
+        "system role",
+        "gemini-2.5-flash",
+        changed(GEMINI, contents=[{"role": "system", "parts": [{"text": "x"}]}]),
+        400,
+        "valid role",
+    ),
+    (
+        "maxOutputTokens of 0",
+        "gemini-2.5-flash",
+        changed(GEMINI, generationConfig={"maxOutputTokens": 0}),
+        400,
+        "max_output_tokens",
+    ),
+    (
+        "topP above 1",
+        "gemini-2.5-flash",
+        changed(GEMINI, generationConfig={"topP": 1.5}),
+        400,
+        "top_p",
+    ),
+    (
+        "six stop sequences",
+        "gemini-2.5-flash",
+        changed(GEMINI, generationConfig={"stopSequences": list("abcdef")}),
+        400,
+        "stop_sequences",
+    ),
+    (
+        "unknown thinking level",
+        "gemini-2.5-flash",
+        changed(GEMINI, generationConfig={"thinkingConfig": {"thinkingLevel": "EXTREME"}}),
+        400,
+        "thinking_level",
+    ),
+    (
+        "unknown modality",
+        "gemini-2.5-flash",
+        changed(GEMINI, generationConfig={"responseModalities": ["SMELL"]}),
+        400,
+        "response_modalities",
+    ),
+    (
+        "safety setting without a threshold",
+        "gemini-2.5-flash",
+        changed(GEMINI, safetySettings=[{"category": "HARM_CATEGORY_HARASSMENT"}]),
+        400,
+        "threshold",
+    ),
+    (
+        "unknown tool",
+        "gemini-2.5-flash",
+        changed(GEMINI, tools=[{"webBrowse": {}}]),
+        400,
+        'Unknown name "webBrowse"',
+    ),
+    (
+        "declaration without a name",
+        "gemini-2.5-flash",
+        changed(GEMINI, tools=[{"functionDeclarations": [{"description": "x"}]}]),
+        400,
+        "function_declarations[0].name",
+    ),
+    (
+        "both response schemas",
+        "gemini-2.5-flash",
+        changed(
+            GEMINI,
+            generationConfig={
+                "responseMimeType": "application/json",
+                "responseSchema": {"type": "STRING"},
+                "responseJsonSchema": {"type": "string"},
+            },
+        ),
+        400,
+        "cannot both be set",
+    ),
+]
+GEMINI_CASES += GEMINI_MORE
+
+
 @pytest.mark.parametrize(
     ("model", "body", "status", "message"),
     [case[1:] for case in GEMINI_CASES],
@@ -646,3 +1074,19 @@ def test_the_schemas_take_every_field_the_sdks_send() -> None:
     assert _sdk_tags(ToolUnionParam) <= set(tools.item.variants)
     chat_fields = set(CompletionCreateParamsStreaming.__annotations__)
     assert chat_fields <= _fields(chat_rules.CREATE)
+
+
+def test_token_counting_routes_validate_too(
+    claude: anthropic.Anthropic, server: RunningServer
+) -> None:
+    prompt: Body = {"model": OPUS_41, "messages": [{"role": "user", "content": "hello"}]}
+    assert claude.messages.count_tokens(**prompt).input_tokens > 0
+    with pytest.raises(anthropic.BadRequestError, match="max_tokens: Extra inputs"):
+        claude.post("/v1/messages/count_tokens", body={**prompt, "max_tokens": 5}, cast_to=object)
+    with pytest.raises(anthropic.NotFoundError):
+        claude.messages.count_tokens(model="invalid-model-name", messages=prompt["messages"])
+    path = "/v1beta/models/gemini-2.5-flash:countTokens"
+    status, _, reply = http(server, "POST", path, {**GEMINI, "colour": "blue"})
+    assert (status, reply["error"]["status"]) == (400, "INVALID_ARGUMENT")
+    status, _, reply = http(server, "POST", "/v1beta/models/nope:countTokens", GEMINI)
+    assert (status, reply["error"]["status"]) == (404, "NOT_FOUND")

@@ -28,7 +28,8 @@ _SCHEMES: Mapping[Wire, re.Pattern[str]] = {
         r"|qwen[\w.-]*|qwq[\w.-]*|deepseek-[\w.-]+"
     ),
     "gemini": re.compile(
-        r"gemini-(?:\d+(?:\.\d+)?-[a-z0-9.-]+|(?:pro|flash|flash-lite)-latest)|gemma-[\w.-]+"
+        r"gemini-(?:\d+(?:\.\d+)?-(?:pro|flash|flash-lite|flash-8b|ultra)(?:-[a-z0-9.]+)*"
+        r"|(?:pro|flash|flash-lite)-latest)|gemma-[\w.-]+"
     ),
 }
 LISTED: Mapping[Wire, tuple[str, ...]] = {

@@ -150,9 +150,11 @@ class ChatTurn(Turn):
         body = call.body
         self._api = api
         self._body = body
-        self.model = require(body, "model", str)
         if not api.catalog.lenient:
-            chat_rules.check_create(body, chat_profile(self.model), api.catalog)
+            model = body.get("model")
+            profile = chat_profile(model) if isinstance(model, str) else "openai"
+            chat_rules.check_create(body, profile, api.catalog)
+        self.model = require(body, "model", str)
         messages = require(body, "messages", list)
         if not messages:
             raise invalid("messages: at least one message is required")
