@@ -141,3 +141,18 @@ def test_stop_sequences_end_the_text_on_each_wire(
         config=types.GenerateContentConfig(stop_sequences=["STOP"]),
     )
     assert reply.text == "alpha "
+
+
+def test_gemini_candidate_count_returns_that_many_candidates(gemini: genai.Client) -> None:
+    def ask(count: int | None) -> types.GenerateContentResponse:
+        config = types.GenerateContentConfig(candidate_count=count)
+        return gemini.models.generate_content(
+            model="gemini-2.5-flash", contents="hi", config=config
+        )
+
+    one, three = ask(None), ask(3)
+    assert [c.index for c in three.candidates or []] == [0, 1, 2]
+    assert one.usage_metadata is not None
+    assert three.usage_metadata is not None
+    single = one.usage_metadata.candidates_token_count or 0
+    assert three.usage_metadata.candidates_token_count == 3 * single

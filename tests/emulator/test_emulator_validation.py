@@ -1072,6 +1072,12 @@ def test_the_schemas_take_every_field_the_sdks_send() -> None:
     assert isinstance(tools, ListOf)
     assert isinstance(tools.item, Tagged)
     assert _sdk_tags(ToolUnionParam) <= set(tools.item.variants)
+    from anthropic.types.beta.message_create_params import (
+        MessageCreateParamsStreaming as BetaCreateParams,
+    )
+
+    beta_fields = set(BetaCreateParams.__annotations__) - {"betas"}  # betas is a header
+    assert beta_fields | {"stream"} <= _fields(anthropic_rules.CREATE)
     chat_fields = set(CompletionCreateParamsStreaming.__annotations__)
     assert chat_fields <= _fields(chat_rules.CREATE)
 
@@ -1090,3 +1096,21 @@ def test_token_counting_routes_validate_too(
     assert (status, reply["error"]["status"]) == (400, "INVALID_ARGUMENT")
     status, _, reply = http(server, "POST", "/v1beta/models/nope:countTokens", GEMINI)
     assert (status, reply["error"]["status"]) == (404, "NOT_FOUND")
+
+
+def test_the_beta_clients_requests_pass(claude: anthropic.Anthropic) -> None:
+    """The SDK's beta client sends beta fields with no header: they are taken."""
+    managed = claude.beta.messages.create(
+        model=OPUS_41,
+        max_tokens=64,
+        messages=[{"role": "user", "content": "hello"}],
+        context_management={"edits": []},
+    )
+    assert managed.content
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-4o", "gpt-4o-2024-08-06", "gpt-5.2", "o4-mini", "qwen3-max"]
+)
+def test_openai_family_ids_are_served(oai: openai.OpenAI, model: str) -> None:
+    assert oai.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])

@@ -132,11 +132,28 @@ _BLOCKS: dict[str, Spec] = {
         _SERVER_RESULT,
     ),
 }
-_MESSAGE = obj(
-    "role content",
-    role=enum("user", "assistant"),
-    content=OneOf((STRING, ListOf(Tagged(_BLOCKS)))),
+_BETA_BLOCKS = (
+    "advisor_tool_result",
+    "compaction",
+    "fallback",
+    "mcp_tool_listing",
+    "mcp_tool_result",
+    "mcp_tool_use",
+    "tool_addition",
+    "tool_removal",
 )
+"""Block types only the beta Messages API takes (the SDK's ``types/beta``); their shape is
+the beta's."""
+
+
+def _message(blocks: dict[str, Spec]) -> Obj:
+    return obj(
+        "role content",
+        role=enum("user", "assistant"),
+        content=OneOf((STRING, ListOf(Tagged(blocks)))),
+    )
+
+
 _SERVER_TOOLS = (
     "bash_20250124",
     "code_execution_20250522",
@@ -175,9 +192,23 @@ _CUSTOM_TOOL = obj(
     input_examples=ListOf(OBJECT),
     allowed_callers=ListOf(STRING),
 )
-_TOOL = Tagged(
-    {"custom": _CUSTOM_TOOL, **dict.fromkeys(_SERVER_TOOLS, obj(open=True))}, default="custom"
+_BETA_TOOLS = (
+    "advisor_20260301",
+    "bash_20241022",
+    "computer_20241022",
+    "computer_20250124",
+    "computer_20251124",
+    "mcp_toolset",
+    "text_editor_20241022",
 )
+
+
+def _tool(kinds: tuple[str, ...]) -> Tagged:
+    return Tagged(
+        {"custom": _CUSTOM_TOOL, **dict.fromkeys(kinds, obj(open=True))}, default="custom"
+    )
+
+
 _TOOL_CHOICE = Tagged(
     {
         "auto": obj(disable_parallel_tool_use=BOOLEAN),
@@ -196,11 +227,25 @@ _THINKING = Tagged(
     }
 )
 _OUTPUT_FORMAT = nullable(obj("type schema", type=enum("json_schema"), schema=OBJECT))
+_BETA = dict.fromkeys(
+    (
+        "billing_policy",
+        "compaction",
+        "context_management",
+        "fallback_credit_token",
+        "fallbacks",
+        "mcp_servers",
+        "thread",
+    ),
+    ANY,
+)
+"""What the SDK's beta client (``client.beta.messages``) sends, with no header to tell it
+from a stable request: taken on every request."""
 _PROMPT: dict[str, Spec] = {
     "model": STRING,
-    "messages": ListOf(_MESSAGE),
+    "messages": ListOf(_message({**_BLOCKS, **dict.fromkeys(_BETA_BLOCKS, obj(open=True))})),
     "system": OneOf((STRING, ListOf(Tagged({"text": _TEXT})))),
-    "tools": ListOf(_TOOL),
+    "tools": ListOf(_tool((*_SERVER_TOOLS, *_BETA_TOOLS))),
     "tool_choice": _TOOL_CHOICE,
     "thinking": _THINKING,
     "cache_control": _CACHE_CONTROL,
@@ -211,6 +256,7 @@ _PROMPT: dict[str, Spec] = {
     "speed": nullable(enum("standard", "fast")),
     "user_profile_id": STRING,
     "workspace_id": STRING,
+    **_BETA,
 }
 CREATE = Obj(
     {

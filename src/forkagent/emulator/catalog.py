@@ -24,7 +24,7 @@ _SCHEMES: Mapping[Wire, re.Pattern[str]] = {
         r"(?:-\d{8}|-latest)?"
     ),
     "openai": re.compile(
-        r"(?:gpt-\d+(?:\.\d+)?|o\d|chatgpt-4o|codex)(?:-[a-z0-9.]+)*|ft:[\w:.-]+"
+        r"(?:gpt-\d+(?:\.\d+)?o?|o\d|chatgpt-4o|codex)(?:-[a-z0-9.]+)*|ft:[\w:.-]+"
         r"|qwen[\w.-]*|qwq[\w.-]*|deepseek-[\w.-]+"
     ),
     "gemini": re.compile(

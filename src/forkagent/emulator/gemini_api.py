@@ -211,6 +211,8 @@ class GeminiTurn(Turn):
         config = optional(body, "generationConfig", dict) or {}
         self.max_tokens = config.get("maxOutputTokens")
         self.stop_sequences = tuple(map(str, config.get("stopSequences") or ()))
+        count = config.get("candidateCount")
+        self.choices = count if isinstance(count, int) and count > 0 else 1
         thinking = config.get("thinkingConfig") or {}
         self.with_thinking = bool(thinking.get("includeThoughts"))
         self._segments = _segments(body)
@@ -247,24 +249,29 @@ class GeminiTurn(Turn):
         )
 
     def _usage_json(self, result: CacheResult, output: Output) -> Json:
+        n = self.choices
         usage: Json = {
             "promptTokenCount": result.total_tokens,
-            "candidatesTokenCount": output.output_tokens - output.thinking_tokens,
-            "totalTokenCount": result.total_tokens + output.output_tokens,
+            "candidatesTokenCount": (output.output_tokens - output.thinking_tokens) * n,
+            "totalTokenCount": result.total_tokens + output.output_tokens * n,
             "promptTokensDetails": [{"modality": "TEXT", "tokenCount": result.total_tokens}],
         }
         if result.read_tokens:
             usage["cachedContentTokenCount"] = result.read_tokens
             usage["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": result.read_tokens}]
         if output.thinking_tokens:
-            usage["thoughtsTokenCount"] = output.thinking_tokens
+            usage["thoughtsTokenCount"] = output.thinking_tokens * n
         return usage
 
     def _response(self, message_id: str, parts: list[Json], finish: str | None) -> Json:
-        candidate: Json = {"content": {"parts": parts, "role": "model"}, "index": 0}
+        """A response (or stream chunk) with ``candidateCount`` identical candidates."""
+        candidates: list[Json] = [
+            {"content": {"parts": parts, "role": "model"}, "index": i} for i in range(self.choices)
+        ]
         if finish is not None:
-            candidate["finishReason"] = finish
-        return {"candidates": [candidate], "modelVersion": self.model, "responseId": message_id}
+            for candidate in candidates:
+                candidate["finishReason"] = finish
+        return {"candidates": candidates, "modelVersion": self.model, "responseId": message_id}
 
     def render(self, message_id: str, result: CacheResult, output: Output) -> Json:
         parts = [p for p, _ in _output_parts(output, whole=True)]
@@ -276,7 +283,8 @@ class GeminiTurn(Turn):
         parts = _output_parts(output, whole=False) or [({"text": ""}, 0)]
         chunks = [self._response(message_id, [part], None) for part, _ in parts]
         last = chunks[-1]
-        last["candidates"][0]["finishReason"] = _FINISH[output.stop]
+        for candidate in last["candidates"]:
+            candidate["finishReason"] = _FINISH[output.stop]
         last["usageMetadata"] = self._usage_json(result, output)
         return [SseEvent(c, tokens=w) for c, (_, w) in zip(chunks, parts, strict=True)]
 
