@@ -1114,3 +1114,21 @@ def test_the_beta_clients_requests_pass(claude: anthropic.Anthropic) -> None:
 )
 def test_openai_family_ids_are_served(oai: openai.OpenAI, model: str) -> None:
     assert oai.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.parametrize(("flags", "lenient"), [([], False), (["--lenient"], True)])
+def test_cli_serve_is_strict_unless_lenient(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], lenient: bool
+) -> None:
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from forkagent.cli import app
+    from forkagent.emulator import asgi
+
+    built: list[Emulator] = []
+    monkeypatch.setattr(asgi, "build_app", lambda emulator: built.append(emulator))
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    result = CliRunner().invoke(app, ["emulator", "serve", "--port", "0", *flags])
+    assert result.exit_code == 0, result.output
+    assert [e.catalog.lenient for e in built] == [lenient]
