@@ -698,6 +698,22 @@ OPENAI_MORE: list[tuple[str, Body, int, str, str]] = [
         "invalid_type",
     ),
     (
+        "breakpoint of an unknown ttl",
+        changed(
+            GPT,
+            messages=said(
+                {
+                    "type": "text",
+                    "text": "x",
+                    "prompt_cache_breakpoint": {"mode": "explicit", "ttl": "1d"},
+                }
+            ),
+        ),
+        400,
+        "messages[0].content[0].prompt_cache_breakpoint.ttl",
+        "invalid_value",
+    ),
+    (
         "unknown prompt cache mode",
         changed(GPT, prompt_cache_options={"mode": "always"}),
         400,

@@ -55,10 +55,17 @@ _NO_REASONING = re.compile(r"gpt-4|gpt-3\.5|chatgpt-4o")
 """Models that refuse ``reasoning_effort``."""
 
 
+_MARKERS: dict[str, Spec] = {
+    "prompt_cache_breakpoint": obj("mode", mode=enum("explicit"), ttl=enum("30m", "12h")),
+    "cache_control": obj("type", type=enum("ephemeral")),
+}
+"""A content part's cache breakpoint: OpenAI's explicit breakpoints, DashScope's markers."""
+
+
 def _text_part(marker: str | None) -> Obj:
     fields: dict[str, Spec] = {"type": enum("text"), "text": STRING}
     if marker:
-        fields[marker] = OBJECT
+        fields[marker] = _MARKERS[marker]
     return Obj(fields, frozenset({"text"}))
 
 
