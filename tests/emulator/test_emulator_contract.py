@@ -14,6 +14,8 @@ import pytest
 from _emu_helpers import OPUS_41, TOOL
 from google import genai
 from google.genai import errors, types
+from hypothesis import given
+from hypothesis import strategies as st
 
 from forkagent.emulator import Emulator
 from forkagent.emulator.sample import sample
@@ -282,3 +284,68 @@ def test_gemini_unknown_model_is_not_found(gemini: genai.Client) -> None:
         gemini.models.generate_content(model="invalid-model-name", contents="Hello.")
     assert raised.value.code == 404
     assert raised.value.status == "NOT_FOUND"
+
+
+def _schemas() -> st.SearchStrategy[dict[str, Any]]:
+    """JSON schemas of the kinds structured outputs and tool inputs use, nested."""
+    leaves = st.one_of(
+        st.builds(
+            lambda low, span: {"type": "integer", "minimum": low, "maximum": low + span},
+            st.integers(-50, 50),
+            st.integers(0, 20),
+        ),
+        st.builds(
+            lambda low: {"type": "number", "exclusiveMinimum": low},
+            st.floats(-10, 10, allow_nan=False),
+        ),
+        st.builds(
+            lambda shortest, extra: {
+                "type": "string",
+                "minLength": shortest,
+                "maxLength": shortest + extra,
+            },
+            st.integers(0, 30),
+            st.integers(0, 5),
+        ),
+        st.sampled_from(
+            [
+                {"type": "boolean"},
+                {"type": "null"},
+                {"type": "string", "format": "date-time"},
+                {"type": "string", "format": "email"},
+                {"enum": ["red", "green", 3]},
+                {"const": "fixed"},
+            ]
+        ),
+    )
+
+    def nest(inner: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+        names = st.text("abcdefgh", min_size=1, max_size=6)
+        return st.one_of(
+            st.builds(
+                lambda props, strict: {
+                    "type": "object",
+                    "properties": props,
+                    "required": sorted(props) if strict else [],
+                    "additionalProperties": False,
+                },
+                st.dictionaries(names, inner, max_size=4),
+                st.booleans(),
+            ),
+            st.builds(
+                lambda item, least: {"type": "array", "items": item, "minItems": least},
+                inner,
+                st.integers(0, 3),
+            ),
+            st.builds(lambda a, b: {"anyOf": [a, b]}, inner, inner),
+            inner.filter(
+                lambda a: a.get("type") not in (None, "null") and isinstance(a["type"], str)
+            ).map(lambda a: {**a, "type": [a["type"], "null"]}),
+        )
+
+    return st.recursive(leaves, nest, max_leaves=12)
+
+
+@given(_schemas())
+def test_any_sampled_value_is_valid_against_its_schema(schema: dict[str, Any]) -> None:
+    jsonschema.validate(sample(schema), schema)
