@@ -164,6 +164,12 @@ ANTHROPIC_CASES: list[tuple[str, Body, int, str]] = [
     ),
     ("empty content", changed(CLAUDE, messages=said()), 400, "non-empty content"),
     (
+        "empty system block",
+        changed(CLAUDE, system=[{"type": "text", "text": ""}]),
+        400,
+        "system.0.text: text content blocks must be non-empty",
+    ),
+    (
         "image of an unknown media type",
         changed(
             CLAUDE,

@@ -287,13 +287,20 @@ def check_create(body: Json, catalog: Catalog) -> None:
     check_or(body, CREATE, _reworded)
     catalog.require("anthropic", body["model"])
     _check_thinking(body)
-    _check_tools(body)
-    _check_messages(body["messages"])
+    _check_prompt(body)
 
 
 def check_count(body: Json, catalog: Catalog) -> None:
     check_or(body, COUNT, _reworded)
     catalog.require("anthropic", body["model"])
+    _check_prompt(body)
+
+
+def _check_prompt(body: Json) -> None:
+    system = body.get("system")
+    for i, block in enumerate(system if isinstance(system, list) else []):
+        if not block["text"]:
+            raise invalid(f"system.{i}.text: text content blocks must be non-empty")
     _check_tools(body)
     _check_messages(body["messages"])
 
