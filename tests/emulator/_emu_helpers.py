@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from typing import Any, Literal
 
 from anthropic.types import CacheControlEphemeralParam, MessageParam, TextBlockParam, ToolParam
 
-from forkagent.emulator import tokens
+from forkagent.emulator import RunningServer, tokens
 
 OPUS_41 = "claude-opus-4-1"
 """Minimum cacheable prefix 1024 tokens (and not deprecated in the SDK)."""
@@ -72,3 +75,25 @@ def error_body(error: Exception) -> dict[str, Any]:
     body = getattr(error, "body", None)
     assert isinstance(body, dict), body
     return body
+
+
+def http(
+    server: RunningServer,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], Any]:
+    data = body if isinstance(body, bytes) else None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        server.url + path,
+        data=data,
+        method=method,
+        headers={"content-type": "application/json", **(headers or {})},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, dict(error.headers), json.loads(error.read())

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import anthropic
 import openai
 import pytest
+from google import genai
+from google.genai import types
 
 from forkagent.emulator import (
     Emulator,
@@ -61,3 +63,10 @@ def claude(server: RunningServer) -> Iterator[anthropic.Anthropic]:
 def oai(server: RunningServer) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=server.url + "/v1", api_key="test-key", max_retries=0) as client:
         yield client
+
+
+@pytest.fixture
+def gemini(server: RunningServer) -> Iterator[genai.Client]:
+    client = genai.Client(api_key="test-key", http_options=types.HttpOptions(base_url=server.url))
+    yield client
+    client.close()

@@ -25,6 +25,7 @@ from _emu_helpers import (
 from anthropic.types import MessageParam, RawMessageStreamEvent
 
 from forkagent.emulator import Emulator, Latency, Reply, RunningServer, VirtualClock, tokens
+from forkagent.emulator.profiles import ANTHROPIC_FRAMING_TOKENS as FRAMING
 
 
 def create(client: anthropic.Anthropic, **params: Any) -> anthropic.types.Message:
@@ -109,7 +110,7 @@ def test_rule_writes_only_at_breakpoints(claude: anthropic.Anthropic, emu: Emula
     bare = create(claude, system=system_block(3000, ttl=None))
     bare_again = create(claude, system=system_block(3000, ttl=None))
     assert bare.usage.cache_creation_input_tokens == bare_again.usage.cache_read_input_tokens == 0
-    assert bare_again.usage.input_tokens == 3000 + tokens.count("hello")
+    assert bare_again.usage.input_tokens == 3000 + tokens.count("hello") + FRAMING
     marked = create(claude, system=system_block(3000))
     assert marked.usage.cache_read_input_tokens == 0
     assert emu.log.last.breakpoints[0].reason == "not_written"
@@ -136,7 +137,7 @@ def test_rule_automatic_caching_uses_one_of_four_slots(claude: anthropic.Anthrop
     longer = [*history, {"role": "assistant", "content": "ok"}, user("next")]
     second = create(claude, messages=longer, cache_control=ephemeral())
     assert second.usage.cache_read_input_tokens == 1500
-    assert second.usage.input_tokens == 0
+    assert second.usage.input_tokens == FRAMING  # never cached: after the last block
 
 
 @pytest.mark.parametrize(("added", "hit"), [(19, True), (20, False)])
@@ -160,7 +161,7 @@ def test_rule_minimum_prefix_per_model(claude: anthropic.Anthropic, emu: Emulato
     again = create(claude, model=HAIKU_45, system=system_block(2000))
     for usage in (small.usage, again.usage):
         assert usage.cache_creation_input_tokens == usage.cache_read_input_tokens == 0
-        assert usage.input_tokens == 2000 + tokens.count("hello")
+        assert usage.input_tokens == 2000 + tokens.count("hello") + FRAMING
     assert emu.log.last.breakpoints[0].reason == "below_minimum"
 
 
@@ -365,7 +366,7 @@ def test_rule_usage_fields(claude: anthropic.Anthropic) -> None:
     ).input_tokens
     reply = create(claude, system=system, messages=messages)
     usage = reply.usage
-    assert usage.input_tokens == tokens.count("ok") + tokens.count("tail text")
+    assert usage.input_tokens == tokens.count("ok") + tokens.count("tail text") + FRAMING
     assert usage.cache_creation is not None
     assert usage.cache_creation.ephemeral_1h_input_tokens == 1500
     assert usage.cache_creation.ephemeral_5m_input_tokens == 300

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -10,16 +9,9 @@ from _emu_helpers import text
 from google import genai
 from google.genai import errors, types
 
-from forkagent.emulator import Emulator, Reply, RunningServer, ToolCall, VirtualClock
+from forkagent.emulator import Emulator, Reply, ToolCall, VirtualClock
 
 FLASH, PRO = "gemini-2.5-flash", "gemini-2.5-pro"
-
-
-@pytest.fixture
-def gemini(server: RunningServer) -> Iterator[genai.Client]:
-    client = genai.Client(api_key="test-key", http_options=types.HttpOptions(base_url=server.url))
-    yield client
-    client.close()
 
 
 def ask(

@@ -3,16 +3,13 @@ scripted replies and policies, the in-process API, the CLI."""
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 import anthropic
 import openai
 import pytest
-from _emu_helpers import OPUS_41, error_body, system_block, text, user
+from _emu_helpers import OPUS_41, error_body, http, system_block, text, user
 from typer.testing import CliRunner
 
 from forkagent.cli import app as cli_app
@@ -30,34 +27,13 @@ from forkagent.emulator import (
     serve,
     tokens,
 )
+from forkagent.emulator.profiles import ANTHROPIC_FRAMING_TOKENS
 
 MESSAGES_BODY: dict[str, Any] = {
     "model": OPUS_41,
     "max_tokens": 64,
     "messages": [{"role": "user", "content": "hello"}],
 }
-
-
-def http(
-    server: RunningServer,
-    method: str,
-    path: str,
-    body: Any = None,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, dict[str, str], Any]:
-    data = body if isinstance(body, bytes) else None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        server.url + path,
-        data=data,
-        method=method,
-        headers={"content-type": "application/json", **(headers or {})},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, dict(error.headers), json.loads(error.read())
 
 
 def create(client: anthropic.Anthropic, **params: Any) -> anthropic.types.Message:
@@ -184,7 +160,7 @@ def test_count_tokens(claude: anthropic.Anthropic) -> None:
     counted = claude.messages.count_tokens(
         model=OPUS_41, system=system_block(1500), messages=[user("hi")]
     )
-    assert counted.input_tokens == 1500 + tokens.count("hi")
+    assert counted.input_tokens == 1500 + tokens.count("hi") + ANTHROPIC_FRAMING_TOKENS
 
 
 def test_admin_script_log_faults_and_reset(

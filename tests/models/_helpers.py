@@ -70,7 +70,10 @@ def rich_request(model: str, **settings: object) -> ModelRequest:
     return ModelRequest(
         model=model,
         system=(TextBlock(text="You review tickets."), TextBlock(text="Be exact.")),
-        tools=(LOOKUP, ToolSpec(name="close", description="Close a ticket.", input_schema={})),
+        tools=(
+            LOOKUP,
+            ToolSpec(name="close", description="Close a ticket.", input_schema={"type": "object"}),
+        ),
         messages=history,
         settings=ModelSettings(
             max_tokens=1024,

@@ -327,10 +327,13 @@ async def test_settings_reach_the_server(
         return Reply(text="ok")
 
     emulator.set_policy(capture)
-    settings = ModelSettings(cache_key="family-7", extra={"cache_salt": "tenant-1"})
-    request = ModelRequest(model="m", messages=(user("hi"),), settings=settings)
+    emulator.register_model("my-model")  # a local vLLM server's model
+    settings = ModelSettings(cache_key="family-7")
+    request = ModelRequest(model="gpt-4.1", messages=(user("hi"),), settings=settings)
     await _model(server, closing, "gpt-4.1", OPENAI).request(request)
-    async for _ in _model(server, closing, "my-model", VLLM).stream(request):
+    salted = settings.model_copy(update={"extra": {"cache_salt": "tenant-1"}})
+    local = request.model_copy(update={"model": "my-model", "settings": salted})
+    async for _ in _model(server, closing, "my-model", VLLM).stream(local):
         pass
     openai_body, vllm_body = bodies
     assert openai_body["prompt_cache_key"] == "family-7"

@@ -28,7 +28,7 @@ def long_context() -> str:
 async def test_a_long_session_compacts_through_a_fork_that_reads_the_cache() -> None:
     events: list[Event] = []
     with use_emulator(Emulator()):
-        agent = Agent(model=MODEL, builtin_tools=False, compact_at=8_000, listeners=[events.append])
+        agent = Agent(model=MODEL, builtin_tools=False, compact_at=8_300, listeners=[events.append])
         async with agent.session() as session:
             await session.send(long_context())
             for step in range(6):

@@ -72,7 +72,8 @@ async def test_forks_of_a_reply_with_many_tool_calls_read_the_parents_cache(
 
     parent = session.root.id
     parent_turns = [e.response.usage for e in events.of(ResponseReceived) if e.agent_id == parent]
-    parent_prompt = parent_turns[0].prompt_tokens
+    # the parent's prompt up to its last breakpoint (Anthropic's request framing follows it)
+    parent_prompt = parent_turns[0].prompt_tokens - parent_turns[0].input_tokens
     forks = list(dict.fromkeys(e.agent_id for e in events.of(RequestSent) if e.agent_id != parent))
     assert len(forks) == children
     leader, *siblings = forks

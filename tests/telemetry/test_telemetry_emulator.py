@@ -85,7 +85,7 @@ def edit_model(run: AgentRun) -> None:
 
 
 def edit_settings(run: AgentRun) -> None:
-    run.settings = run.settings.model_copy(update={"tool_choice": "any"})
+    run.settings = run.settings.model_copy(update={"tool_choice": "none"})
 
 
 def edit_tools(run: AgentRun) -> None:

@@ -20,6 +20,13 @@ def serve_command(
     require_key: Annotated[
         bool, typer.Option(help="Answer 401 when a request carries no API key.")
     ] = False,
+    lenient: Annotated[
+        bool,
+        typer.Option(
+            help="Accept malformed requests and unknown model ids (no validation), "
+            "as the emulator did before it validated."
+        ),
+    ] = False,
 ) -> None:
     """Serve the Anthropic, OpenAI-compatible and Gemini routes until Ctrl-C."""
     from ..emulator import Emulator, Latency
@@ -39,7 +46,9 @@ def serve_command(
             )
         )
 
-    emulator = Emulator(latency=Latency(ttft, tokens_per_second), require_key=require_key)
+    emulator = Emulator(
+        latency=Latency(ttft, tokens_per_second), require_key=require_key, lenient=lenient
+    )
     typer.echo(how_to_point(f"http://{host}:{port}"))
     # access_log: one line per request (method, path, status) as it is answered
     uvicorn.run(

@@ -14,7 +14,7 @@ from .core import Emulator, EmulatorReply, default_emulator, use_emulator
 from .errors import EmulatedDisconnect
 from .faults import Fault, FaultPlan
 from .log import BreakpointOutcome, LogEntry, RequestLog
-from .policies import EmulatedRequest, Policy, Reply, ToolCall, default_policy
+from .policies import Contract, EmulatedRequest, Policy, Reply, ToolCall, default_policy
 from .profiles import CacheSettings
 from .timing import Latency, VirtualClock
 
@@ -26,6 +26,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {".server": ("RunningServer", "ser
 __all__ = [
     "BreakpointOutcome",
     "CacheSettings",
+    "Contract",
     "EmulatedDisconnect",
     "EmulatedRequest",
     "Emulator",

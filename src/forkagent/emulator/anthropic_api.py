@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from . import tokens
+from . import anthropic_rules, tokens
 from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, digest
+from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .policies import EmulatedRequest
-from .profiles import anthropic_min_tokens
+from .profiles import ANTHROPIC_FRAMING_TOKENS, anthropic_min_tokens, anthropic_tool_prompt_tokens
 from .wire import (
     Call,
     Json,
@@ -50,8 +51,12 @@ _ERROR_TYPES: Mapping[ErrorKind, str] = {
     "server": "api_error",
     "overloaded": "overloaded_error",
 }
-_STOP = {"end": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens"}
-MODELS = ("claude-opus-4-5", "claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5")
+_STOP = {
+    "end": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence",
+}
 
 
 def error_body(error: ApiError, request_id: str) -> Json:
@@ -60,14 +65,6 @@ def error_body(error: ApiError, request_id: str) -> Json:
         "error": {"type": _ERROR_TYPES[error.kind], "message": error.message},
         "request_id": request_id,
     }
-
-
-def models_body() -> Json:
-    data = [
-        {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
-        for m in MODELS
-    ]
-    return {"data": data, "has_more": False, "first_id": MODELS[0], "last_id": MODELS[-1]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +84,9 @@ class AnthropicApi:
 
     _FINGERPRINTS = 50_000
 
-    def __init__(self, cache: BlockCache) -> None:
+    def __init__(self, cache: BlockCache, catalog: Catalog) -> None:
         self.cache = cache
+        self.catalog = catalog
         self._fingerprints: OrderedDict[str, _Fingerprint] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -96,8 +94,10 @@ class AnthropicApi:
         return AnthropicTurn(self, call)
 
     def count_tokens(self, call: Call) -> Json:
+        if not self.catalog.lenient:
+            anthropic_rules.check_count(call.body, self.catalog)
         prompt = _Prompt.parse(call.body, counting=True)
-        return {"input_tokens": sum(b.tokens for b in prompt.blocks)}
+        return {"input_tokens": sum(b.tokens for b in prompt.blocks) + ANTHROPIC_FRAMING_TOKENS}
 
     def clear(self) -> None:
         with self._lock:
@@ -129,7 +129,8 @@ class _Prompt:
         messages = require(body, "messages", list)
         if not messages and not counting:
             raise invalid("messages: at least one message is required")
-        blocks = [*_tool_blocks(optional(body, "tools", list) or [])]
+        tools = optional(body, "tools", list) or []
+        blocks = [*_tool_prompt(model, body), *_tool_blocks(tools)] if tools else []
         blocks += _system_blocks(body.get("system"))
         images = 0
         for m, message in enumerate(messages):
@@ -176,6 +177,18 @@ class _Prompt:
             settings=self.seeds["messages"],
             cached_tokens=cached_tokens,
         )
+
+
+def _tool_prompt(model: str, body: Json) -> list[Block]:
+    """The tool-use system prompt, ahead of the tools: part of the cached prefix.
+
+    Its content is fixed, so that changing ``tool_choice`` only invalidates the
+    messages level, as documented; its size follows the model and tool choice.
+    """
+    choice = body.get("tool_choice")
+    forced = isinstance(choice, dict) and choice.get("type") in ("any", "tool")
+    size = anthropic_tool_prompt_tokens(model, forced=forced)
+    return [Block("tools", "tool-use system prompt", b"tool-use system prompt", size, None)]
 
 
 def _tool_blocks(tools: list[Any]) -> list[Block]:
@@ -285,11 +298,14 @@ class AnthropicTurn(Turn):
     def __init__(self, api: AnthropicApi, call: Call) -> None:
         body = call.body
         self._api = api
+        if not api.catalog.lenient:
+            anthropic_rules.check_create(body, api.catalog)
         self._prompt = _Prompt.parse(body)
         self.model = self._prompt.model
         max_tokens: int = require(body, "max_tokens", int)
         self.max_tokens = max_tokens
         self.stream = bool(body.get("stream", False))
+        self.stop_sequences = tuple(str(s) for s in optional(body, "stop_sequences", list) or ())
         thinking = optional(body, "thinking", dict) or {}
         self.with_thinking = thinking.get("type") in ("enabled", "adaptive")
         self._check_prewarm(body, max_tokens)
@@ -342,13 +358,20 @@ class AnthropicTurn(Turn):
                 call.headers, self.model, system_text, _text_of(first_user)
             ),
             body=call.body,
+            contract=anthropic_rules.contract(call.body),
         )
 
     def account(self, now: float, writer: int, message_id: str) -> CacheResult:
         rules = BlockRules(min_tokens=anthropic_min_tokens(self.model))
         prompt = self._prompt
         result = self._api.cache.evaluate(
-            self.model, prompt.blocks, prompt.seeds, rules, now=now, writer=writer
+            self.model,
+            prompt.blocks,
+            prompt.seeds,
+            rules,
+            now=now,
+            writer=writer,
+            extra_tokens=ANTHROPIC_FRAMING_TOKENS,
         )
         fingerprint = prompt.fingerprint(result.cached_prefix_tokens)
         if self._wants_diagnostics:
@@ -392,7 +415,9 @@ class AnthropicTurn(Turn):
             "service_tier": "standard",
         }
 
-    def _message(self, message_id: str, content: list[Json], stop: str | None) -> Json:
+    def _message(
+        self, message_id: str, content: list[Json], stop: str | None, sequence: str | None = None
+    ) -> Json:
         message: Json = {
             "id": message_id,
             "type": "message",
@@ -400,7 +425,7 @@ class AnthropicTurn(Turn):
             "model": self.model,
             "content": content,
             "stop_reason": stop,
-            "stop_sequence": None,
+            "stop_sequence": sequence,
         }
         if self._wants_diagnostics:
             message["diagnostics"] = self._diagnosis
@@ -416,7 +441,7 @@ class AnthropicTurn(Turn):
             {"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.input)}
             for c in output.tool_calls
         ]
-        message = self._message(message_id, content, _STOP[output.stop])
+        message = self._message(message_id, content, _STOP[output.stop], output.stop_sequence)
         message["usage"] = self._usage_json(result, output.output_tokens)
         return message
 
@@ -453,7 +478,10 @@ class AnthropicTurn(Turn):
             SseEvent(
                 {
                     "type": "message_delta",
-                    "delta": {"stop_reason": _STOP[output.stop], "stop_sequence": None},
+                    "delta": {
+                        "stop_reason": _STOP[output.stop],
+                        "stop_sequence": output.stop_sequence,
+                    },
                     "usage": final,
                 },
                 "message_delta",

@@ -9,17 +9,19 @@ for ``deepseek*`` (64-token units from token 0).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from . import tokens
-from .cache import CacheResult, Layer
+from . import chat_rules, tokens
+from .cache import BlockCache, CacheResult, Layer, PrefixCache
+from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .openai_cache import OpenAICaches, OpenAICacheTurn, Part, cache_part
 from .policies import EmulatedRequest
-from .profiles import ChatProfile, chat_profile
+from .profiles import CacheSettings, ChatProfile, chat_profile
 from .wire import (
     Call,
     Json,
@@ -33,8 +35,6 @@ from .wire import (
     optional,
     require,
 )
-
-MODELS = ("gpt-5", "gpt-4.1", "gpt-4o", "qwen-plus", "qwen-max", "deepseek-chat")
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 _MARKERS: Mapping[ChatProfile, str] = {
@@ -51,7 +51,7 @@ _ERRORS: Mapping[ErrorKind, tuple[str, str | None]] = {
     "server": ("server_error", None),
     "overloaded": ("server_error", "overloaded"),
 }
-_FINISH = {"end": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+_FINISH = {"end": "stop", "tool_use": "tool_calls", "max_tokens": "length", "stop_sequence": "stop"}
 
 
 def error_status(error: ApiError) -> int:
@@ -61,25 +61,28 @@ def error_status(error: ApiError) -> int:
 
 def error_body(error: ApiError) -> Json:
     kind, code = _ERRORS[error.kind]
-    body = {
-        "message": error.message,
-        "type": kind,
-        "param": error.param,
-        "code": error.code or code,
+    return {
+        "error": {
+            "message": error.message,
+            "type": kind,
+            "param": error.param,
+            "code": error.code or code,
+        }
     }
-    return {"error": body}
-
-
-def models_body() -> Json:
-    data = [
-        {"id": m, "object": "model", "created": 1_735_689_600, "owned_by": "emulator"}
-        for m in MODELS
-    ]
-    return {"object": "list", "data": data}
 
 
 class ChatApi(OpenAICaches):
     """State of the OpenAI-compatible routes: caches and OpenAI's request routing."""
+
+    def __init__(
+        self,
+        blocks: BlockCache,
+        prefixes: PrefixCache,
+        settings: CacheSettings,
+        catalog: Catalog,
+    ) -> None:
+        super().__init__(blocks, prefixes, settings)
+        self.catalog = catalog
 
     def parse(self, call: Call) -> ChatTurn:
         return ChatTurn(self, call)
@@ -96,6 +99,10 @@ class ChatTurn(OpenAICacheTurn):
         body = call.body
         self._caches = api
         self._body = body
+        if not api.catalog.lenient:
+            model = body.get("model")
+            profile = chat_profile(model) if isinstance(model, str) else "openai"
+            chat_rules.check_create(body, profile, api.catalog)
         self.model = require(body, "model", str)
         messages = require(body, "messages", list)
         if not messages:
@@ -107,9 +114,17 @@ class ChatTurn(OpenAICacheTurn):
         if self.max_tokens is not None and self.max_tokens < 1:
             raise invalid("max_tokens: must be at least 1")
         self.stream = bool(body.get("stream", False))
+        stop, n = body.get("stop"), body.get("n")
+        self.stop_sequences = (
+            (stop,)
+            if isinstance(stop, str)
+            else tuple(map(str, stop if isinstance(stop, list) else ()))
+        )
+        self.choices = n if isinstance(n, int) and n > 0 else 1
         options = optional(body, "stream_options", dict) or {}
         self._include_usage = bool(options.get("include_usage"))
-        self.with_thinking = self.profile != "openai" or "reasoning_effort" in body
+        contract = chat_rules.contract(body, self.profile)
+        self.with_thinking = self.profile != "openai" or contract.thinking
         self._mode, self._ttl = (
             cache_options(body) if self.profile == "openai" else ("implicit", "30m")
         )
@@ -121,15 +136,16 @@ class ChatTurn(OpenAICacheTurn):
         if self.profile == "deepseek":
             self.visible_delay = api.settings.deepseek_build_delay
         self._created = int(time.time())
-        self.request = _view(call, self.model, messages)
+        self.request = dataclasses.replace(_view(call, self.model, messages), contract=contract)
 
     def _usage_json(self, result: CacheResult, output: Output) -> Json:
         read = result.read_tokens
         details: Json = {"cached_tokens": read}
+        completion = output.output_tokens * self.choices
         usage: Json = {
             "prompt_tokens": result.total_tokens,
-            "completion_tokens": output.output_tokens,
-            "total_tokens": result.total_tokens + output.output_tokens,
+            "completion_tokens": completion,
+            "total_tokens": result.total_tokens + completion,
         }
         if self.profile == "openai":
             details["audio_tokens"] = 0
@@ -144,7 +160,9 @@ class ChatTurn(OpenAICacheTurn):
             usage["prompt_cache_hit_tokens"] = read
             usage["prompt_cache_miss_tokens"] = result.total_tokens - read
         usage["prompt_tokens_details"] = details
-        usage["completion_tokens_details"] = {"reasoning_tokens": output.thinking_tokens}
+        usage["completion_tokens_details"] = {
+            "reasoning_tokens": output.thinking_tokens * self.choices
+        }
         return usage
 
     def _head(self, message_id: str, kind: str) -> Json:
@@ -163,14 +181,17 @@ class ChatTurn(OpenAICacheTurn):
                 }
                 for c in output.tool_calls
             ]
-        choice = {
-            "index": 0,
-            "message": message,
-            "logprobs": None,
-            "finish_reason": _FINISH[output.stop],
-        }
+        choices = [
+            {
+                "index": i,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": _FINISH[output.stop],
+            }
+            for i in range(self.choices)
+        ]
         body = self._head(message_id, "chat.completion")
-        body |= {"choices": [choice], "usage": self._usage_json(result, output)}
+        body |= {"choices": choices, "usage": self._usage_json(result, output)}
         body["system_fingerprint"] = "fp_emulator"
         return body
 
@@ -195,8 +216,14 @@ class ChatTurn(OpenAICacheTurn):
                     tokens.count(c.arguments),
                 )
             )
-        events = [self._chunk(message_id, delta, None, weight) for delta, weight in deltas]
-        events.append(self._chunk(message_id, {}, _FINISH[output.stop], 0))
+        events = [
+            self._chunk(message_id, i, delta, None, weight)
+            for i in range(self.choices)
+            for delta, weight in deltas
+        ]
+        events += [
+            self._chunk(message_id, i, {}, _FINISH[output.stop], 0) for i in range(self.choices)
+        ]
         if self._include_usage:
             last = self._head(message_id, "chat.completion.chunk")
             last |= {"choices": [], "usage": self._usage_json(result, output)}
@@ -204,9 +231,13 @@ class ChatTurn(OpenAICacheTurn):
         events.append(SseEvent("[DONE]"))
         return events
 
-    def _chunk(self, message_id: str, delta: Json, finish: str | None, weight: int) -> SseEvent:
+    def _chunk(
+        self, message_id: str, index: int, delta: Json, finish: str | None, weight: int
+    ) -> SseEvent:
         chunk = self._head(message_id, "chat.completion.chunk")
-        chunk["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        chunk["choices"] = [
+            {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+        ]
         if self._include_usage:
             chunk["usage"] = None
         return SseEvent(chunk, tokens=weight)
@@ -222,15 +253,20 @@ def _check_messages(messages: list[Any]) -> None:
         if role == "tool":
             if message.get("tool_call_id") not in expected:
                 raise invalid(
-                    f"messages[{i}]: messages with role 'tool' must be a response to a "
-                    "preceding message with 'tool_calls'"
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceding message with 'tool_calls'.",
+                    param=f"messages.[{i}].role",
+                    code="invalid_value",
                 )
             expected.discard(message["tool_call_id"])
             continue
         if expected:
             raise invalid(
                 "An assistant message with 'tool_calls' must be followed by tool messages "
-                f"responding to each 'tool_call_id'. Missing: {', '.join(sorted(expected))}"
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(sorted(expected))}",
+                param=f"messages.[{i}].role",
+                code="invalid_value",
             )
         calls = message.get("tool_calls") or [] if role == "assistant" else []
         expected = {str(c.get("id")) for c in calls if isinstance(c, dict)}

@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 from . import anthropic_api, chat_api, gemini_api
 from .anthropic_api import AnthropicApi
 from .cache import BlockCache, CacheResult, PrefixCache
+from .catalog import Catalog
 from .chat_api import ChatApi
 from .errors import ApiError, EmulatedDisconnect
 from .faults import Fault, FaultPlan
@@ -87,6 +88,7 @@ class Emulator:
         seed: int = 0,
         settings: CacheSettings | None = None,
         require_key: bool = False,
+        lenient: bool = False,
     ) -> None:
         self.clock: Clock = clock or wall_clock
         self.latency = latency or Latency()
@@ -99,10 +101,11 @@ class Emulator:
         self._script = Script()
         self._blocks = BlockCache()
         self._prefixes = PrefixCache()
-        self._anthropic = AnthropicApi(self._blocks)
-        self._chat = ChatApi(self._blocks, self._prefixes, self.settings)
+        self.catalog = Catalog(lenient=lenient)
+        self._anthropic = AnthropicApi(self._blocks, self.catalog)
+        self._chat = ChatApi(self._blocks, self._prefixes, self.settings, self.catalog)
         self._responses = ResponsesApi(self._chat)
-        self._gemini = GeminiApi(self._prefixes, self.settings, self.clock)
+        self._gemini = GeminiApi(self._prefixes, self.settings, self.clock, self.catalog)
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self._routes = self._route_table()
@@ -151,6 +154,10 @@ class Emulator:
         """Scripted replies not served yet (a test can check its script was used up)."""
         return self._script.pending()
 
+    def register_model(self, *model_ids: str) -> None:
+        """Serve these model ids on every wire (a fine-tune, a local model's name)."""
+        self.catalog.register(*model_ids)
+
     def set_policy(self, policy: Policy) -> None:
         self._policy = policy
 
@@ -173,13 +180,12 @@ class Emulator:
         """Route a request; the one entry point of both ``dispatch`` and HTTP."""
         url = urlsplit(path)
         lowered = {k.lower(): v for k, v in headers.items()}
-        wire = wire_for(url.path, lowered)
+        query = dict(parse_qsl(url.query))
+        wire = wire_for(url.path, lowered, query)
         for verb, pattern, handler in self._routes:
             match = pattern.fullmatch(url.path)
             if match and verb == method.upper():
-                call = Call(
-                    method, url.path, dict(parse_qsl(url.query)), body, lowered, match.groupdict()
-                )
+                call = Call(method, url.path, query, body, lowered, match.groupdict())
                 if (
                     self.require_key
                     and not url.path.startswith("/_emulator")
@@ -223,11 +229,12 @@ class Emulator:
                 response,
                 self._json(lambda call: self._responses.delete(call.params["id"])),
             ),
-            ("GET", "/v1/models", self._models),
+            ("GET", "/v1/models", self._json(self._list_models)),
+            ("GET", model, self._json(self._get_model)),
             ("POST", model + ":generateContent", self._gemini_generate),
             ("POST", model + ":streamGenerateContent", self._gemini_stream),
             ("POST", model + ":countTokens", self._json(self._gemini.count_tokens)),
-            ("GET", "/v1beta/models", self._json(lambda call: _gemini_models())),
+            ("GET", "/v1beta/models", self._json(self._list_models)),
             ("POST", "/v1(?:beta)?/cachedContents", self._json(self._gemini.create_cache)),
             (
                 "GET",
@@ -269,10 +276,12 @@ class Emulator:
     async def _gemini_stream(self, call: Call) -> Exchange:
         return await self._generate("gemini", call, lambda: self._gemini.parse(call, stream=True))
 
-    async def _models(self, call: Call) -> Exchange:
-        if "anthropic-version" in call.headers:
-            return Exchange(200, {}, anthropic_api.models_body())
-        return Exchange(200, {}, chat_api.models_body())
+    def _list_models(self, call: Call) -> Json:
+        return self.catalog.listing(wire_for(call.path, call.headers, call.query))
+
+    def _get_model(self, call: Call) -> Json:
+        wire = wire_for(call.path, call.headers, call.query)
+        return self.catalog.info(wire, call.params["model"])
 
     def _admin_script(self, call: Call) -> Json:
         replies = call.body.get("replies")
@@ -348,6 +357,7 @@ class Emulator:
             max_tokens=turn.max_tokens,
             call_id=f"{turn.call_prefix}{number:06d}_",
             with_thinking=turn.with_thinking,
+            stop_sequences=turn.stop_sequences,
         )
         self.log.append(
             dataclasses.replace(
@@ -425,9 +435,14 @@ class Emulator:
 _GEMINI_PATH = re.compile(r"/v1beta/|/v1/models/[^/]+:|/v1/cachedContents")
 
 
-def wire_for(path: str, headers: Mapping[str, str]) -> Wire:
-    """Whose error shape a path gets (also for unknown routes)."""
-    if _GEMINI_PATH.match(path):
+def wire_for(path: str, headers: Mapping[str, str], query: Mapping[str, str] | None = None) -> Wire:
+    """Whose request this is, hence whose formats it gets (also for unknown routes).
+
+    ``/v1/models`` is on all three wires: google-genai sends its key in
+    ``x-goog-api-key`` (or the ``key`` query parameter), Anthropic's SDK sends
+    ``anthropic-version``.
+    """
+    if _GEMINI_PATH.match(path) or "x-goog-api-key" in headers or "key" in (query or {}):
         return "gemini"
     if path.startswith("/v1/messages") or "anthropic-version" in headers:
         return "anthropic"
@@ -441,19 +456,6 @@ def _has_key(wire: Wire, call: Call) -> bool:
     if wire == "gemini":
         return bool(headers.get("x-goog-api-key") or call.query.get("key"))
     return bool(headers.get("authorization", "").removeprefix("Bearer").strip())
-
-
-def _gemini_models() -> Json:
-    return {
-        "models": [
-            {
-                "name": f"models/{m}",
-                "displayName": m,
-                "supportedGenerationMethods": ["generateContent"],
-            }
-            for m in gemini_api.MODELS
-        ]
-    }
 
 
 _default: Emulator | None = None

@@ -39,17 +39,17 @@ class ApiError(Exception):
         self.message = message
         self.retry_after = retry_after
         self.param = param
-        """The request field at fault, for the formats that name it (OpenAI)."""
+        """The offending field, where OpenAI names one (``messages[1].content``)."""
         self.code = code
-        """A machine-readable code, where the format has one (OpenAI)."""
+        """OpenAI's machine-readable ``code`` (``invalid_value``, ``unknown_parameter``, ...)."""
 
     @property
     def status(self) -> int:
         return STATUS[self.kind]
 
 
-def invalid(message: str) -> ApiError:
-    return ApiError("invalid_request", message)
+def invalid(message: str, *, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError("invalid_request", message, param=param, code=code)
 
 
 class EmulatedDisconnect(ConnectionError):

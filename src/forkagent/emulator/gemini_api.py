@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from . import tokens
+from . import gemini_rules, tokens
 from .cache import CacheResult, Layer, PrefixCache, PrefixRules, Segment
+from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .log import BreakpointOutcome
 from .policies import EmulatedRequest
@@ -27,7 +28,6 @@ from .timing import Clock
 from .wire import Call, Json, Output, SseEvent, Turn, conversation_key, dumps, optional
 
 IMPLICIT_UNIT = 64
-MODELS = ("gemini-2.5-flash", "gemini-2.5-pro", "gemini-3-flash-preview")
 _STATUS: Mapping[ErrorKind, str] = {
     "invalid_request": "INVALID_ARGUMENT",
     "authentication": "UNAUTHENTICATED",
@@ -36,7 +36,7 @@ _STATUS: Mapping[ErrorKind, str] = {
     "server": "INTERNAL",
     "overloaded": "UNAVAILABLE",
 }
-_FINISH = {"end": "STOP", "tool_use": "STOP", "max_tokens": "MAX_TOKENS"}
+_FINISH = {"end": "STOP", "tool_use": "STOP", "max_tokens": "MAX_TOKENS", "stop_sequence": "STOP"}
 _RESERVED_WITH_CACHE = ("systemInstruction", "tools", "toolConfig")
 
 
@@ -85,7 +85,10 @@ def _timestamp(seconds: float) -> str:
 class GeminiApi:
     """State of the Gemini routes: the implicit cache and the named caches."""
 
-    def __init__(self, prefixes: PrefixCache, settings: CacheSettings, clock: Clock) -> None:
+    def __init__(
+        self, prefixes: PrefixCache, settings: CacheSettings, clock: Clock, catalog: Catalog
+    ) -> None:
+        self.catalog = catalog
         self.prefixes = prefixes
         self.settings = settings
         self.clock = clock
@@ -98,6 +101,8 @@ class GeminiApi:
 
     def count_tokens(self, call: Call) -> Json:
         call = _camel_call(call)
+        if not self.catalog.lenient:
+            gemini_rules.check_count(call.body, _model(call), self.catalog)
         request = call.body.get("generateContentRequest") or call.body
         cached = self.cache_for(request, _model(call))
         segments = _segments(request)
@@ -195,6 +200,8 @@ class GeminiTurn(Turn):
         body = call.body
         self._api = api
         self.model = _model(call)
+        if not api.catalog.lenient:
+            gemini_rules.check_generate(body, self.model, api.catalog)
         self.stream = stream
         contents = optional(body, "contents", list)
         if not contents:
@@ -203,10 +210,15 @@ class GeminiTurn(Turn):
         _check_turns(contents)
         config = optional(body, "generationConfig", dict) or {}
         self.max_tokens = config.get("maxOutputTokens")
+        self.stop_sequences = tuple(map(str, config.get("stopSequences") or ()))
+        count = config.get("candidateCount")
+        self.choices = count if isinstance(count, int) and count > 0 else 1
         thinking = config.get("thinkingConfig") or {}
         self.with_thinking = bool(thinking.get("includeThoughts"))
         self._segments = _segments(body)
-        self.request = _view(call, self.model, contents)
+        self.request = dataclasses.replace(
+            _view(call, self.model, contents), contract=gemini_rules.contract(body)
+        )
 
     def account(self, now: float, writer: int, message_id: str) -> CacheResult:
         if self._cached is not None:
@@ -237,24 +249,29 @@ class GeminiTurn(Turn):
         )
 
     def _usage_json(self, result: CacheResult, output: Output) -> Json:
+        n = self.choices
         usage: Json = {
             "promptTokenCount": result.total_tokens,
-            "candidatesTokenCount": output.output_tokens - output.thinking_tokens,
-            "totalTokenCount": result.total_tokens + output.output_tokens,
+            "candidatesTokenCount": (output.output_tokens - output.thinking_tokens) * n,
+            "totalTokenCount": result.total_tokens + output.output_tokens * n,
             "promptTokensDetails": [{"modality": "TEXT", "tokenCount": result.total_tokens}],
         }
         if result.read_tokens:
             usage["cachedContentTokenCount"] = result.read_tokens
             usage["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": result.read_tokens}]
         if output.thinking_tokens:
-            usage["thoughtsTokenCount"] = output.thinking_tokens
+            usage["thoughtsTokenCount"] = output.thinking_tokens * n
         return usage
 
     def _response(self, message_id: str, parts: list[Json], finish: str | None) -> Json:
-        candidate: Json = {"content": {"parts": parts, "role": "model"}, "index": 0}
+        """A response (or stream chunk) with ``candidateCount`` identical candidates."""
+        candidates: list[Json] = [
+            {"content": {"parts": parts, "role": "model"}, "index": i} for i in range(self.choices)
+        ]
         if finish is not None:
-            candidate["finishReason"] = finish
-        return {"candidates": [candidate], "modelVersion": self.model, "responseId": message_id}
+            for candidate in candidates:
+                candidate["finishReason"] = finish
+        return {"candidates": candidates, "modelVersion": self.model, "responseId": message_id}
 
     def render(self, message_id: str, result: CacheResult, output: Output) -> Json:
         parts = [p for p, _ in _output_parts(output, whole=True)]
@@ -266,7 +283,8 @@ class GeminiTurn(Turn):
         parts = _output_parts(output, whole=False) or [({"text": ""}, 0)]
         chunks = [self._response(message_id, [part], None) for part, _ in parts]
         last = chunks[-1]
-        last["candidates"][0]["finishReason"] = _FINISH[output.stop]
+        for candidate in last["candidates"]:
+            candidate["finishReason"] = _FINISH[output.stop]
         last["usageMetadata"] = self._usage_json(result, output)
         return [SseEvent(c, tokens=w) for c, (_, w) in zip(chunks, parts, strict=True)]
 

@@ -9,12 +9,15 @@ last user text, or global) are served before the policy is asked.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
+
+from .sample import sample, sample_object
 
 Provider: TypeAlias = Literal["anthropic", "openai", "gemini"]
 
@@ -75,6 +78,22 @@ class CallingAgent:
 
 
 @dataclass(frozen=True, slots=True)
+class Contract:
+    """What the request obliges a reply to be, as the real API guarantees it."""
+
+    forced_tools: tuple[str, ...] = ()
+    """A forced tool choice: the reply must call one of these (empty: not forced)."""
+    tool_schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Each tool's input schema, by name."""
+    output_schema: Mapping[str, Any] | None = None
+    """Structured output: the reply's text is JSON valid against this schema."""
+    json_object: bool = False
+    """JSON mode: the reply's text is a JSON object."""
+    thinking: bool = False
+    """Thinking (reasoning) is on: the reply thinks first."""
+
+
+@dataclass(frozen=True, slots=True)
 class EmulatedRequest:
     """The parts of a wire request a policy decides on."""
 
@@ -89,6 +108,7 @@ class EmulatedRequest:
     body: Mapping[str, Any]
     agent: CallingAgent | None = None
     """The forkagent agent that sent it, when its model is an ``emulator:`` one."""
+    contract: Contract = field(default_factory=Contract)
 
 
 Policy: TypeAlias = Callable[[EmulatedRequest], Reply | Awaitable[Reply]]
@@ -99,12 +119,26 @@ _HARNESS_MARKUP = re.compile(r"<([a-z][a-z0-9-]*)>.*?</\1>", re.DOTALL)
 
 
 def default_policy(request: EmulatedRequest) -> Reply:
-    """A short deterministic acknowledgement of the last user text, minus harness markup."""
+    """A short deterministic acknowledgement of the last user text, minus harness markup,
+    in the form the request's contract demands: a call of a forced tool with input made
+    from its schema, JSON made from a requested schema, thinking first when it is on."""
     words = _HARNESS_MARKUP.sub(" ", request.last_user_text).split()
-    if not words:
-        return Reply(text="OK.")
     summary = " ".join(words[:12]) + (" ..." if len(words) > 12 else "")
-    return Reply(text=f"Understood: {summary}")
+    contract = request.contract
+    thinking = (
+        f"The user wrote: {summary or 'nothing'}. A short answer will do."
+        if contract.thinking
+        else None
+    )
+    if contract.forced_tools:
+        name = contract.forced_tools[0]
+        call = ToolCall(name, sample_object(contract.tool_schemas.get(name, {})))
+        return Reply(tool_calls=(call,), thinking=thinking)
+    if contract.output_schema is not None:
+        return Reply(text=json.dumps(sample(contract.output_schema)), thinking=thinking)
+    if contract.json_object:
+        return Reply(text=json.dumps({"answer": summary or "OK."}), thinking=thinking)
+    return Reply(text=f"Understood: {summary}" if words else "OK.", thinking=thinking)
 
 
 async def ask(policy: Policy, request: EmulatedRequest) -> Reply:

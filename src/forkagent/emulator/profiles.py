@@ -33,14 +33,43 @@ _OLD_STYLE = re.compile(r"^claude-(\d+)-(\d+)-(opus|sonnet|haiku)$")
 _DATED = re.compile(r"-(\d{8}|latest)$")
 
 
+ANTHROPIC_FRAMING_TOKENS = 7
+"""Tokens the Messages API adds around every request (the turn markers and the opening of
+the reply), after the last block so never cached. Anthropic's token-counting example
+(system "You are a scientist", user "Hello, Claude": 14 input tokens) leaves 7 beyond the
+text."""
+_TOOL_PROMPT_TOKENS: dict[tuple[str, int, int], tuple[int, int]] = {
+    ("opus", 3, 0): (530, 281),
+    ("sonnet", 3, 0): (159, 235),
+    ("haiku", 3, 0): (264, 340),
+    ("haiku", 3, 5): (264, 340),
+}
+_TOOL_PROMPT_DEFAULT = (346, 313)
+"""Claude 4 and later, Sonnet 3.7 and 3.5: Anthropic's tool-use pricing table."""
+
+
+def _anthropic_family(model: str) -> tuple[str, int, int] | None:
+    name = _DATED.sub("", model)
+    if match := _NEW_STYLE.match(name):
+        return (match[1], int(match[2]), int(match[3] or 0))
+    if match := _OLD_STYLE.match(name):
+        return (match[3], int(match[1]), int(match[2]))
+    return None
+
+
+def anthropic_tool_prompt_tokens(model: str, *, forced: bool) -> int:
+    """The tool-use system prompt the API adds when a request has tools, by model and by
+    tool choice (``auto``/``none``, or a forced ``any``/``tool``)."""
+    family = _anthropic_family(model)
+    free, forcing = (
+        _TOOL_PROMPT_TOKENS.get(family, _TOOL_PROMPT_DEFAULT) if family else _TOOL_PROMPT_DEFAULT
+    )
+    return forcing if forced else free
+
+
 def anthropic_min_tokens(model: str) -> int:
     """Minimum cacheable prefix for a Claude model id (dated and ``-latest`` ids too)."""
-    name = _DATED.sub("", model)
-    family: tuple[str, int, int] | None = None
-    if match := _NEW_STYLE.match(name):
-        family = (match[1], int(match[2]), int(match[3] or 0))
-    elif match := _OLD_STYLE.match(name):
-        family = (match[3], int(match[1]), int(match[2]))
+    family = _anthropic_family(model)
     if family is None:
         return ANTHROPIC_DEFAULT_MIN_TOKENS
     if family[0] == "opus" and (family[1], family[2]) >= (4, 5):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -17,7 +17,7 @@ from .errors import invalid
 from .policies import EmulatedRequest, Reply, ToolCall
 
 Json: TypeAlias = dict[str, Any]
-StopKind: TypeAlias = Literal["end", "tool_use", "max_tokens"]
+StopKind: TypeAlias = Literal["end", "tool_use", "max_tokens", "stop_sequence"]
 Visibility: TypeAlias = Literal["start", "end"]
 
 
@@ -84,12 +84,20 @@ class Output:
     stop: StopKind
     output_tokens: int
     thinking_tokens: int
+    stop_sequence: str | None = None
+    """The stop sequence the text ended at (not included in it), if it did."""
 
 
 def shape_output(
-    reply: Reply, *, max_tokens: int | None, call_id: str, with_thinking: bool
+    reply: Reply,
+    *,
+    max_tokens: int | None,
+    call_id: str,
+    with_thinking: bool,
+    stop_sequences: Sequence[str] = (),
 ) -> Output:
-    """Apply ``max_tokens`` (thinking, then text; tool calls only if they fit)."""
+    """Apply the stop sequences (the text ends before the first one, nothing follows it),
+    then ``max_tokens`` (thinking, then text; tool calls only if they fit)."""
     if max_tokens == 0:
         return Output(None, "", (), "max_tokens", 0, 0)
     budget = max_tokens if max_tokens is not None else 1 << 30
@@ -97,17 +105,35 @@ def shape_output(
     thinking_text = tokens.truncate(thinking, budget) if thinking else None
     thinking_tokens = tokens.count(thinking_text) if thinking_text else 0
     budget -= thinking_tokens
-    text = tokens.truncate(reply.text, budget)
+    wanted, matched = _until_stop(reply.text, stop_sequences)
+    text = tokens.truncate(wanted, budget)
     text_tokens = tokens.count(text)
     budget -= text_tokens
-    calls = _named(reply.tool_calls, call_id)
+    calls = () if matched else _named(reply.tool_calls, call_id)
     call_tokens = sum(tokens.count(c.name + c.arguments) for c in calls)
-    truncated = text != reply.text or thinking_text != thinking or call_tokens > budget
+    truncated = text != wanted or thinking_text != thinking or call_tokens > budget
     if truncated:
-        calls, call_tokens = (), 0
-    stop: StopKind = "max_tokens" if truncated else "tool_use" if calls else "end"
+        calls, call_tokens, matched = (), 0, None
+    stop: StopKind = (
+        "max_tokens"
+        if truncated
+        else "stop_sequence"
+        if matched
+        else "tool_use"
+        if calls
+        else "end"
+    )
     total = max(1, thinking_tokens + text_tokens + call_tokens)
-    return Output(thinking_text, text, calls, stop, total, thinking_tokens)
+    return Output(thinking_text, text, calls, stop, total, thinking_tokens, matched)
+
+
+def _until_stop(text: str, stop_sequences: Sequence[str]) -> tuple[str, str | None]:
+    """``text`` up to the earliest stop sequence in it, and that sequence."""
+    found = [(text.find(s), s) for s in stop_sequences if s and s in text]
+    if not found:
+        return text, None
+    at, sequence = min(found)
+    return text[:at], sequence
 
 
 def _named(calls: tuple[ToolCall, ...], prefix: str) -> tuple[NamedCall, ...]:
@@ -129,6 +155,9 @@ class Turn(ABC):
     visibility: Visibility = "start"
     visible_delay: float = 0.0
     with_thinking: bool = False
+    stop_sequences: tuple[str, ...] = ()
+    choices: int = 1
+    """How many completions the request asks for (OpenAI's ``n``)."""
     id_prefix: str = "msg_emu"
     call_prefix: str = "call_emu"
 
@@ -147,7 +176,7 @@ class Turn(ABC):
         long = sum(n for ttl, n in billed.items() if TTL_SECONDS[ttl] >= TTL_SECONDS["1h"])
         return Usage(
             input_tokens=result.total_tokens - result.read_tokens - sum(billed.values()),
-            output_tokens=output.output_tokens,
+            output_tokens=output.output_tokens * self.choices,
             cache_read_tokens=result.read_tokens,
             cache_write_5m_tokens=sum(billed.values()) - long,
             cache_write_1h_tokens=long,
@@ -204,3 +233,13 @@ def conversation_key(headers: Mapping[str, str], *parts: str) -> str:
     if named := headers.get(CONVERSATION_HEADER):
         return named
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def as_dict(value: Any) -> Json:
+    """``value`` if it is an object, else empty: for reading bodies lenient mode let through."""
+    return value if isinstance(value, dict) else {}
+
+
+def dicts(value: Any) -> list[Json]:
+    """The objects of a list (nothing for anything else)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []

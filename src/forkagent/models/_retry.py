@@ -261,8 +261,13 @@ def stream_cut(provider: str, what: str) -> StreamInterruptedError:
 
 
 def error_detail(body: JsonValue) -> tuple[str, str | None]:
-    """Message and machine-readable kind from Anthropic, OpenAI or Google error bodies."""
-    error = body.get("error") if isinstance(body, dict) else None
+    """Message and machine-readable kind from Anthropic, OpenAI or Google error bodies.
+
+    The openai SDK hands over the inner ``error`` object itself.
+    """
+    error = (
+        body.get("error", body if "message" in body else None) if isinstance(body, dict) else None
+    )
     if not isinstance(error, dict):
         text = body if isinstance(body, str) and body else "no details given"
         return _sentence_body(str(text)[:500]), None

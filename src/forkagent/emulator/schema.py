@@ -1,0 +1,273 @@
+"""A small declarative request schema and its checker, shared by the three wires.
+
+Each wire module describes its request body with these specs (after the
+official SDK's request types) and turns the first ``SchemaError`` into its
+provider's own error shape. Only the structure is checked here: field names,
+required fields, JSON types, ranges and enumerations; the rules that relate
+fields to each other live with each wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+Path: TypeAlias = tuple[str | int, ...]
+Problem: TypeAlias = Literal[
+    "unknown_field", "missing", "type", "tag", "enum", "below_min", "above_max", "too_short"
+]
+JsonKind: TypeAlias = Literal["string", "integer", "number", "boolean", "object", "array", "null"]
+
+
+class SchemaError(Exception):
+    """The first place a body breaks its schema."""
+
+    def __init__(
+        self, path: Path, problem: Problem, message: str, value: Any = None, bound: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.problem = problem
+        self.message = message
+        """Pydantic-style, as Anthropic words it; the other wires reword it from the fields."""
+        self.value = value
+        self.bound = bound
+        """The limit, the allowed values, or the expected JSON kinds."""
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A JSON scalar (or any JSON value of the given kinds), optionally bounded."""
+
+    kinds: tuple[JsonKind, ...]
+    choices: tuple[object, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    min_length: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Obj:
+    """An object with known fields; ``open`` objects take any other field too."""
+
+    fields: Mapping[str, Spec]
+    required: frozenset[str] = frozenset()
+    open: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Tagged:
+    """A union told apart by one field (``type`` on most wires)."""
+
+    variants: Mapping[str, Spec]
+    tag: str = "type"
+    default: str | None = None
+    """The variant of an object without the tag, if the API has one."""
+
+
+@dataclass(frozen=True, slots=True)
+class OneOf:
+    """Either of a few specs, picked by the JSON kind of the value."""
+
+    options: tuple[Spec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListOf:
+    item: Spec
+    min_items: int = 0
+    max_items: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MapOf:
+    """An object whose keys are the caller's own (``metadata``, ``logit_bias``)."""
+
+    value: Spec
+
+
+Spec: TypeAlias = Value | Obj | Tagged | OneOf | ListOf | MapOf
+
+ANY = Value(("string", "integer", "number", "boolean", "object", "array", "null"))
+STRING = Value(("string",))
+INTEGER = Value(("integer",))
+NUMBER = Value(("number",))
+BOOLEAN = Value(("boolean",))
+OBJECT = Value(("object",))
+"""Any object, kept as the caller's own (a JSON schema, a tool's input)."""
+
+
+def number(minimum: float | None = None, maximum: float | None = None) -> Value:
+    return Value(("number",), minimum=minimum, maximum=maximum)
+
+
+def integer(minimum: float | None = None, maximum: float | None = None) -> Value:
+    return Value(("integer",), minimum=minimum, maximum=maximum)
+
+
+def enum(*choices: str) -> Value:
+    return Value(("string",), choices=choices)
+
+
+def obj(required: str = "", *, open: bool = False, **fields: Spec) -> Obj:
+    """An object spec; ``required`` names its required fields, space separated."""
+    return Obj(fields, frozenset(required.split()), open)
+
+
+def nullable(spec: Spec) -> OneOf:
+    return OneOf((spec, Value(("null",))))
+
+
+def json_kind(value: Any) -> JsonKind:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def check_or(value: Any, spec: Spec, reword: Callable[[SchemaError], Exception]) -> None:
+    """``check``, raising the wire's own error for a ``SchemaError``."""
+    try:
+        check(value, spec)
+    except SchemaError as error:
+        raise reword(error) from None
+
+
+def check(value: Any, spec: Spec, path: Path = ()) -> None:
+    """Raise ``SchemaError`` at the first part of ``value`` that ``spec`` does not allow."""
+    if isinstance(spec, Value):
+        _check_value(value, spec, path)
+    elif isinstance(spec, Obj):
+        _check_object(value, spec, path)
+    elif isinstance(spec, Tagged):
+        _check_tagged(value, spec, path)
+    elif isinstance(spec, OneOf):
+        _check_one_of(value, spec, path)
+    elif isinstance(spec, ListOf):
+        _check_list(value, spec, path)
+    else:
+        _expect(value, "object", path)
+        for key, item in value.items():
+            check(item, spec.value, (*path, key))
+
+
+def _expect(value: Any, kind: JsonKind, path: Path) -> None:
+    if not _is(value, kind):
+        raise SchemaError(path, "type", f"Input should be a valid {_NAMES[kind]}", value, (kind,))
+
+
+def _is(value: Any, kind: JsonKind) -> bool:
+    actual = json_kind(value)
+    return actual == kind or (kind == "number" and actual == "integer")
+
+
+_NAMES: Mapping[JsonKind, str] = {
+    "string": "string",
+    "integer": "integer",
+    "number": "number",
+    "boolean": "boolean",
+    "object": "dictionary",
+    "array": "list",
+    "null": "null",
+}
+
+
+def _check_value(value: Any, spec: Value, path: Path) -> None:
+    if not any(_is(value, kind) for kind in spec.kinds):
+        names = " or ".join(_NAMES[k] for k in spec.kinds)
+        raise SchemaError(path, "type", f"Input should be a valid {names}", value, spec.kinds)
+    if spec.choices and value not in spec.choices:
+        listed = ", ".join(repr(c) for c in spec.choices)
+        raise SchemaError(path, "enum", f"Input should be {listed}", value, spec.choices)
+    if spec.minimum is not None and value < spec.minimum:
+        message = f"Input should be greater than or equal to {spec.minimum:g}"
+        raise SchemaError(path, "below_min", message, value, spec.minimum)
+    if spec.maximum is not None and value > spec.maximum:
+        message = f"Input should be less than or equal to {spec.maximum:g}"
+        raise SchemaError(path, "above_max", message, value, spec.maximum)
+    if spec.min_length is not None and len(value) < spec.min_length:
+        message = f"String should have at least {spec.min_length} character(s)"
+        raise SchemaError(path, "too_short", message, value, spec.min_length)
+
+
+def _check_object(value: Any, spec: Obj, path: Path) -> None:
+    _expect(value, "object", path)
+    for key in spec.fields.keys() & spec.required - value.keys():
+        raise SchemaError((*path, key), "missing", "Field required")
+    for key, item in value.items():
+        inner = spec.fields.get(key)
+        if inner is None:
+            if not spec.open:
+                message = "Extra inputs are not permitted"
+                raise SchemaError((*path, key), "unknown_field", message, item)
+            continue
+        check(item, inner, (*path, key))
+
+
+def _check_tagged(value: Any, spec: Tagged, path: Path) -> None:
+    _expect(value, "object", path)
+    tag = value.get(spec.tag, spec.default)
+    if tag is None:
+        message = f"Unable to extract tag using discriminator '{spec.tag}'"
+        raise SchemaError((*path, spec.tag), "missing", message)
+    variant = spec.variants.get(tag) if isinstance(tag, str) else None
+    if variant is None:
+        expected = ", ".join(f"'{t}'" for t in spec.variants)
+        raise SchemaError(
+            (*path, spec.tag),
+            "tag",
+            f"Input tag '{tag}' found using '{spec.tag}' does not match any of the expected "
+            f"tags: {expected}",
+            tag,
+            tuple(spec.variants),
+        )
+    if isinstance(variant, Obj) and spec.tag not in variant.fields:
+        variant = Obj({spec.tag: STRING, **variant.fields}, variant.required, variant.open)
+    check(value, variant, path)
+
+
+def _check_one_of(value: Any, spec: OneOf, path: Path) -> None:
+    for option in spec.options:
+        if _accepts_kind(option, json_kind(value)):
+            check(value, option, path)
+            return
+    names = sorted({_NAMES[k] for option in spec.options for k in _kinds(option)})
+    kinds = tuple(k for option in spec.options for k in _kinds(option))
+    raise SchemaError(path, "type", f"Input should be a valid {' or '.join(names)}", value, kinds)
+
+
+def _kinds(spec: Spec) -> tuple[JsonKind, ...]:
+    if isinstance(spec, Value):
+        return spec.kinds
+    if isinstance(spec, ListOf):
+        return ("array",)
+    if isinstance(spec, OneOf):
+        return tuple(k for option in spec.options for k in _kinds(option))
+    return ("object",)
+
+
+def _accepts_kind(spec: Spec, kind: JsonKind) -> bool:
+    kinds = _kinds(spec)
+    return kind in kinds or (kind == "integer" and "number" in kinds)
+
+
+def _check_list(value: Any, spec: ListOf, path: Path) -> None:
+    _expect(value, "array", path)
+    if len(value) < spec.min_items:
+        message = f"List should have at least {spec.min_items} item(s)"
+        raise SchemaError(path, "too_short", message, value, spec.min_items)
+    if spec.max_items is not None and len(value) > spec.max_items:
+        message = f"List should have at most {spec.max_items} item(s)"
+        raise SchemaError(path, "above_max", message, len(value), spec.max_items)
+    for i, item in enumerate(value):
+        check(item, spec.item, (*path, i))
