@@ -155,8 +155,8 @@ async def test_remote_children_are_recorded_in_the_drivers_state(tmp_path: Path)
 
 async def test_a_tree_budget_holds_across_workers(tmp_path: Path) -> None:
     # The main agent's first request takes just over 4,000 tokens (the tool-use system
-    # prompt included): the forks may start, and
-    # the first reply to come back spends the rest, wherever it was sent from.
+    # prompt included): the forks may start, and the first reply to come back spends
+    # the rest, wherever it was sent from.
     limits = Limits(max_tokens=4_400)
     here = await run_tree(
         tmp_path, InProcessExecutor(), Recorder("shout"), (shout,), tree_limits=limits
