@@ -145,6 +145,8 @@ class _ParentState:
 
     marker: _Marker
     base: ForkBase
+    fork_history: bool
+    """The history holds fork rules: the recursion guard's fallback."""
     estimate: ForkEstimate | None = None
     """Made when a fork policy first asks for it."""
 
@@ -318,7 +320,7 @@ class Runtime:
         return self.start(child, background=background, estimate=estimate)
 
     def _fork_refusal(self, parent: AgentRun) -> str | None:
-        if parent.is_fork or is_fork_history(parent.messages):
+        if parent.is_fork or self._parent_state(parent).fork_history:
             return (
                 "Refused: you are a forked child and may not start agents of any kind. "
                 "Do the work yourself with your tools, then report."
@@ -383,7 +385,7 @@ class Runtime:
         if known is not None and known.matches(parent):
             return known
         base = fork_base(parent.messages, style=parent.model.profile.history_style)
-        state = _ParentState(_marker(parent), base)
+        state = _ParentState(_marker(parent), base, is_fork_history(parent.messages))
         self._parent_states[parent.id] = state
         return state
 

@@ -12,6 +12,7 @@ provider's tokenizer better than any local one.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -262,9 +263,8 @@ def extends(previous: ModelRequest, current: ModelRequest) -> bool:
     if not before:
         return True
     last = len(before) - 1
-    return all(a is b for a, b in zip(before[:last], after, strict=False)) and _starts(
-        before[last], after[last]
-    )
+    # Tuples compare item by item in C, each identical item at once (equal ones render alike).
+    return before[:last] == after[:last] and _starts(before[last], after[last])
 
 
 def _extends_whole(previous: ModelRequest, current: ModelRequest) -> bool:
@@ -296,7 +296,8 @@ def _shared_blocks(previous: ModelRequest, difference: Difference | None) -> int
         system = int(bool(previous.system))
     else:
         system = sum(1 for block in previous.system if block.text)
-    return len(previous.tools) + system + sum(len(m.content) for m in previous.messages)
+    contents = map(attrgetter("content"), previous.messages)
+    return len(previous.tools) + system + sum(map(len, contents))
 
 
 def _change_finding(
