@@ -74,7 +74,8 @@ async def test_a_forks_transcript_refers_to_its_parents_history(tmp_path: Path) 
         assert child.messages[: len(parent.messages)] == parent.messages
         assert isinstance(child.messages[len(parent.messages)], UserMessage)
         answered = child.last_answered()
-        assert answered is not None and answered.messages == child.messages[:-1]
+        assert answered is not None
+        assert answered.messages == child.messages[:-1]
 
 
 async def test_the_reference_is_the_history_when_the_fork_was_made(tmp_path: Path) -> None:
@@ -98,7 +99,7 @@ async def test_a_missing_parent_transcript_is_a_clear_error(tmp_path: Path) -> N
     parent_path, children = await forked_tree(tmp_path)
     parent_path.unlink()
 
-    with pytest.raises(TranscriptError, match="parent's transcript .* is missing"):
+    with pytest.raises(TranscriptError, match=r"parent's transcript .* is missing"):
         read_transcript(children[0])
 
 

@@ -12,8 +12,8 @@ provider's tokenizer better than any local one.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from operator import attrgetter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Literal, TypeAlias
 
 from pydantic import TypeAdapter
