@@ -55,6 +55,8 @@ HISTORY_MESSAGES = 2_000
 LONG_HISTORY_MESSAGES = 50_000
 ONE_REPLY = (100, 1_000)
 """Forks asked for in one reply: time per fork at the second over time per fork at the first."""
+ONE_REPLY_QUICK = (20, 200)
+"""The same tenfold step for ``--quick``, which the test suite runs."""
 BACKGROUND_FORKS = 1_000
 _NAMED_PROMPT = GENERAL_PURPOSE.system_prompt.splitlines()[0]
 TREE = (9, 10)
@@ -80,8 +82,10 @@ class Overhead:
     fork_build_ms_per_child_50k: float
     fork_bytes_per_child_50k: float
     agent_tool_spawn_ms_per_child: float
-    one_reply_seconds_100: float
-    one_reply_seconds_1000: float
+    one_reply_seconds_few: float
+    """N forks in one reply: N = 100 (20 with ``--quick``)..."""
+    one_reply_seconds_many: float
+    """...and ten times as many."""
     one_reply_scaling: float
     """Time per fork at N = 1,000 over time per fork at N = 100, all in one reply."""
     inflight_kb_per_child_2k: float
@@ -271,9 +275,10 @@ async def _at_defaults(cwd: Path, forks: int, quick: bool) -> tuple[float, ...]:
     build_ms, build_bytes = fork_build_only(cwd, 10 if quick else 50, LONG_HISTORY_MESSAGES)
     history = _history(HISTORY_MESSAGES)
     spawn_ms = await scaling.agent_tool_spawn(cwd, history, 10 if quick else 50)
-    small = await scaling.one_reply(cwd, ONE_REPLY[0])
-    large = await scaling.one_reply(cwd, ONE_REPLY[1])
-    scale = (large / ONE_REPLY[1]) / (small / ONE_REPLY[0])
+    few, many = ONE_REPLY_QUICK if quick else ONE_REPLY
+    small = await scaling.one_reply(cwd, few)
+    large = await scaling.one_reply(cwd, many)
+    scale = (large / many) / (small / few)
     inflight_kb = await scaling.inflight(cwd, history, 10 if quick else 50)
     return (rate, rate / ideal, build_ms, build_bytes, spawn_ms, small, large, scale, inflight_kb)
 

@@ -13,7 +13,8 @@ without simulated latency.
   spawn (route, estimate, build, start) plus the time its events spend in
   the runtime's listeners (cache monitor, transcript, registry).
 - **One reply, N forks**: the main agent's first reply asks for N sync forks;
-  the time per fork at N = 1,000 over that at N = 100 (1.0 is linear).
+  the time per fork at N = 1,000 over that at N = 100 (20 and 200 with
+  ``--quick``; 1.0 is linear).
 - **In flight**: the memory each child of a 2,000-message parent holds while
   its first request waits on the model (tracemalloc).
 """
@@ -27,7 +28,6 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from forkagent import Agent, RuntimeOptions
@@ -43,17 +43,6 @@ from forkagent.tools.spawn import SpawnRequest
 from ._agents import MODEL
 
 DIRECTIVE = "Directive:\n"
-
-
-@dataclass(frozen=True, slots=True)
-class Scaling:
-    fork_build_ms_per_child_50k: float
-    fork_bytes_per_child_50k: float
-    agent_tool_spawn_ms_per_child: float
-    one_reply_seconds_100: float
-    one_reply_seconds_1000: float
-    one_reply_scaling: float
-    inflight_kb_per_child_2k: float
 
 
 @contextmanager
