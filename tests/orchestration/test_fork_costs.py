@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from forkagent import Agent, RuntimeOptions, Session
 from forkagent.cli import app
 from forkagent.emulator import EmulatedRequest, Emulator, Reply, ToolCall, use_emulator
+from forkagent.emulator.profiles import CacheSettings
 from forkagent.messages import UserMessage
 from forkagent.models.emulator import EmulatorModel
 from forkagent.state.transcript import (
@@ -192,3 +193,21 @@ async def test_when_cheaper_forks_from_a_warm_cache_on_every_provider(
     [answer] = [b for m in result.messages if isinstance(m, UserMessage) for b in m.tool_results]
     assert answer.text.count("cache warm") == 1  # one summary, in the tool result's header
     assert "fork policy" not in answer.text
+
+
+async def test_deepseek_siblings_wait_until_the_cache_is_built(tmp_path: Path) -> None:
+    """DeepSeek serves a prefix only some time after the reply that wrote it ends:
+    released at once, every sibling would read nothing."""
+    model = EmulatorModel(
+        "deepseek-chat", Emulator(settings=CacheSettings(deepseek_build_delay=0.3))
+    )
+    assert model.profile.cache_visible_after == 0.3
+    agent = Agent(model=model, cwd=tmp_path, load_agent_files=False, registry=False)
+    async with agent.session() as session:
+        await session.send(PROMPT)
+        tasks = await session.fork([f"Check part {n}." for n in range(3)])
+        results = [await task.wait() for task in tasks]
+    reads = sorted(result.usage.cache_read_tokens for result in results)
+    # The first child went alone; the two after it read the prefix it left.
+    assert reads[1] > 2_000
+    assert reads[2] > 2_000

@@ -2,7 +2,8 @@
 
 Siblings launched at the same instant all miss: a cache entry is readable
 only once the first response has begun (Anthropic) or ended (DashScope
-explicit, DeepSeek). A family's first child goes alone; the others wait for
+explicit, DeepSeek; DeepSeek's some seconds later still, its profile's
+``cache_visible_after``). A family's first child goes alone; the others wait for
 its signal. Anthropic can instead pre-warm with ``max_tokens: 0``.
 """
 
@@ -72,6 +73,7 @@ async def send_in_family(
         await family.wait()
         on_send()
         return await model.request(request)
+    later = False
     try:
         if prewarm is not None and await prewarm(request):
             family.release()
@@ -86,9 +88,16 @@ async def send_in_family(
                 # was added to the history, so the same request goes again (with retries).
                 logger.warning("fork %s: %s; sending its request again", agent_id, exc)
                 return await model.request(request)
-        return await model.request(request)
+        response = await model.request(request)
+        if (delay := model.profile.cache_visible_after) > 0:
+            # The entry is readable only ``delay`` after the reply (DeepSeek): release then,
+            # without holding the leader's own result back.
+            asyncio.get_running_loop().call_later(delay, family.release)
+            later = True
+        return response
     finally:
-        family.release()
+        if not later:
+            family.release()
 
 
 async def _stream_releasing(

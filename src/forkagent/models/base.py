@@ -81,6 +81,9 @@ class ModelProfile:
     provider: str
     history_style: HistoryStyle = "tool_result"
     warmup: Warmup = "none"
+    cache_visible_after: float = 0.0
+    """Seconds after the warm-up event before the entry can be read (DeepSeek builds its disk
+    cache after the response ends): siblings are released that much later."""
     supports_prewarm: bool = False
     min_cache_tokens: int = 0
     caches: bool = True
