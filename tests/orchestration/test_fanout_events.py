@@ -111,6 +111,19 @@ async def test_a_prewarm_is_billed_to_the_first_child_and_seen_by_every_listener
     assert own.compared_with == "the agent's pre-warm request"
 
 
+async def test_a_family_of_one_is_never_prewarmed(tmp_path: Path) -> None:
+    """Nobody would read the entry early, and the child would read it all again."""
+    emulator = Emulator(latency=NO_LATENCY)
+    events = Events()
+    async with _prewarm_agent(emulator, tmp_path, events).session() as session:
+        await session.send(CONTEXT)
+        [task] = await session.fork(["check a"])
+
+    assert not [e for e in events.of(RequestSent) if e.prewarm]  # three children are: above
+    assert task.run.usage.requests == 1
+    assert task.status == "completed"
+
+
 async def test_when_the_model_refuses_to_prewarm_the_siblings_wait_for_the_first_response(
     tmp_path: Path,
 ) -> None:

@@ -31,6 +31,8 @@ class ForkFamily:
     warmup: Warmup
     released: asyncio.Event = field(default_factory=asyncio.Event)
     leader: str | None = None
+    size: int = 0
+    """Children built into the family so far (siblings join before any request leaves)."""
 
     def __post_init__(self) -> None:
         if self.warmup == "none":
@@ -66,8 +68,9 @@ async def send_in_family(
     """A child's first request, ordered so that its siblings can read the cache.
 
     ``on_send`` is called when the request actually leaves, after any wait or
-    pre-warm. A leader whose pre-warm the model refuses falls back to the
-    provider's warm-up rule.
+    pre-warm. A family of one is never pre-warmed: nobody would read the entry
+    early, and its request would read it all again (+7%). A leader whose
+    pre-warm the model refuses falls back to the provider's warm-up rule.
     """
     if not family.lead_or_wait(agent_id):
         await family.wait()
@@ -75,7 +78,7 @@ async def send_in_family(
         return await model.request(request)
     later = False
     try:
-        if prewarm is not None and await prewarm(request):
+        if prewarm is not None and family.size > 1 and await prewarm(request):
             family.release()
             on_send()
             return await model.request(request)

@@ -452,6 +452,7 @@ class Runtime:
             if self.options.fanout == "prewarm" and parent.model.profile.supports_prewarm:
                 warmup = "first_response_starts"
             family = self._families[key] = ForkFamily(key, warmup)
+        family.size += 1
         return family
 
     def fork_details(self, child: AgentRun, parent: AgentRun) -> dict[str, JsonValue]:
