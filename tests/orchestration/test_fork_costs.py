@@ -9,6 +9,7 @@ prefix by identity and reports what it reported before.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,15 @@ async def test_a_forks_transcript_refers_to_its_parents_history(tmp_path: Path) 
         assert reference is not None
         assert reference.agent_id == parent.header.agent_id
         assert reference.messages == len(parent.messages)
+        # The system prompt and tools are its parent's: kept once, in the parent's header.
+        assert reference.prompt
+        written = json.loads(path.read_text().splitlines()[0])
+        assert (written["system"], written["tools"]) == ("", [])
+        assert (child.header.system, child.header.tools) == (
+            parent.header.system,
+            parent.header.tools,
+        )
+        assert child.header.tools
         # Only the fork's own messages are in its file...
         own = [e for e in child.entries if isinstance(e, MessageEntry)]
         assert [e.index for e in own] == [len(parent.messages), len(parent.messages) + 1]

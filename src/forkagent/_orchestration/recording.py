@@ -85,12 +85,16 @@ class Recorder:
         header = header_for(run, root_id=self.root_id, background=background)
         record = policy_record(run.policy, self.trusted)
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
+        above = parent.written_header if parent is not None else None
         shared = shared_length(parent.history, run.messages) if parent is not None else 0
         update: dict[str, object] = {"extra": {"permissions": record}}
-        if parent is not None and shared:
+        if parent is not None and above is not None and shared:
+            same = above.system == header.system and above.tools == header.tools
             update["history_from"] = HistoryReference(
-                agent_id=parent.agent_id, messages=shared, lines=parent.lines
+                agent_id=above.agent_id, messages=shared, lines=parent.lines, prompt=same
             )
+            if same:  # kept once, in the parent's header
+                update |= {"system": "", "tools": ()}
         writer.header(header.model_copy(update=update), run.messages[:shared])
 
     def _registry_update(self, run: AgentRun, event: Event) -> None:

@@ -75,8 +75,9 @@ def make_state_dir(folder: Path) -> None:
     try:
         # Each folder it creates is private, not only the last (``mkdir(parents=True)``
         # would leave ``transcripts/`` readable by everyone).
-        for missing in reversed([f for f in (folder, *folder.parents) if not f.exists()]):
-            missing.mkdir(mode=0o700, exist_ok=True)
+        if not folder.is_dir():  # one look when it exists: every agent's writer asks
+            for missing in reversed([f for f in (folder, *folder.parents) if not f.exists()]):
+                missing.mkdir(mode=0o700, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(13, "Permission denied")
     except OSError as exc:
@@ -129,6 +130,9 @@ class HistoryReference(BaseModel):
     agent_id: str
     messages: int = Field(ge=0)
     lines: int = Field(ge=0)
+    prompt: bool = False
+    """The system prompt and tool array are the parent's too: this header leaves them out
+    (a fork's are byte for byte its parent's), and reading puts them back."""
 
 
 class TranscriptHeader(_Line):
@@ -388,9 +392,13 @@ class _Fold:
             raise TranscriptError(self.path, f"line {number}: {where}")
         if isinstance(entry, TranscriptHeader):
             self.header = entry
-            if entry.history_from is not None:
-                self.inherited = inherited_history(self.path, entry.history_from)
+            if (reference := entry.history_from) is not None:
+                parent, self.inherited = inherited(self.path, reference)
                 self.messages = list(self.inherited)
+                if reference.prompt:
+                    self.header = entry.model_copy(
+                        update={"system": parent.system, "tools": parent.tools}
+                    )
             return
         self.entries.append(entry)
         if isinstance(entry, MessageEntry):
@@ -446,8 +454,10 @@ def read_transcript(path: Path | str) -> Transcript:
     )
 
 
-def inherited_history(path: Path, reference: HistoryReference) -> tuple[Message, ...]:
-    """The messages a fork's transcript at ``path`` takes from its parent's transcript."""
+def inherited(
+    path: Path, reference: HistoryReference
+) -> tuple[TranscriptHeader, tuple[Message, ...]]:
+    """The parent's header, and the messages a fork's transcript at ``path`` takes from it."""
     parent = path.with_name(f"{safe_file_name(reference.agent_id)}.jsonl")
     if not parent.is_file():
         raise TranscriptError(
@@ -470,7 +480,7 @@ def inherited_history(path: Path, reference: HistoryReference) -> tuple[Message,
             f"its history starts with {reference.messages} messages of {parent}, "
             f"which held {len(history)} at that point",
         )
-    return tuple(history[: reference.messages])
+    return source.header, tuple(history[: reference.messages])
 
 
 class TranscriptTail:
@@ -579,8 +589,9 @@ class TranscriptWriter:
         return self._lines
 
     @property
-    def agent_id(self) -> str:
-        return self._required_header().agent_id
+    def written_header(self) -> TranscriptHeader | None:
+        """The header line as written (None before it is)."""
+        return self._header
 
     @property
     def history(self) -> Sequence[Message]:
