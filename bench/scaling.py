@@ -16,7 +16,8 @@ without simulated latency.
   the time per fork at N = 1,000 over that at N = 100 (20 and 200 with
   ``--quick``; 1.0 is linear).
 - **In flight**: the memory each child of a 2,000-message parent holds while
-  its first request waits on the model (tracemalloc).
+  its first request waits on the model (tracemalloc; the emulator's own
+  allocations, the server's side, are left out).
 """
 
 from __future__ import annotations
@@ -172,8 +173,21 @@ async def agent_tool_spawn(cwd: Path, history: list[Message], children: int) -> 
     return total * 1000 / children
 
 
+_SERVER = tracemalloc.Filter(False, "*/forkagent/emulator/*")
+"""What the emulator allocates is the server's memory (its parsed copy of each request), which
+a real provider holds, not the client: left out."""
+
+
+def _client_bytes(snapshot: tracemalloc.Snapshot) -> int:
+    return sum(stat.size for stat in snapshot.filter_traces([_SERVER]).statistics("filename"))
+
+
 async def inflight(cwd: Path, history: list[Message], children: int) -> float:
-    """Kilobytes held per child while its first request waits on the model."""
+    """Kilobytes the runtime holds per child while its first request waits on the model.
+
+    Everything allocated outside the emulator counts: the child's run and request, the
+    adapter's rendered body, its transcript writer and its place in the monitor.
+    """
     waiting = 0
     everyone = asyncio.Event()
     go = asyncio.Event()
@@ -196,13 +210,13 @@ async def inflight(cwd: Path, history: list[Message], children: int) -> float:
         gc.collect()
         tracemalloc.start()
         try:
-            before = tracemalloc.get_traced_memory()[0]
+            before = _client_bytes(tracemalloc.take_snapshot())
             tasks = await session.fork(
                 [f"Review part {n}." for n in range(children)], background=True
             )
             await asyncio.wait_for(everyone.wait(), 120)
             gc.collect()
-            held = tracemalloc.get_traced_memory()[0] - before
+            held = _client_bytes(tracemalloc.take_snapshot()) - before
         finally:
             tracemalloc.stop()
         go.set()
