@@ -106,7 +106,12 @@ async def send_in_family(
 async def _stream_releasing(
     family: ForkFamily, model: Model, request: ModelRequest
 ) -> ModelResponse:
-    """Stream the leader's reply and release the siblings at its first event."""
+    """Stream the leader's reply and release the siblings at its first event.
+
+    For Anthropic that is ``ResponseStarted`` (``message_start``): the entry is readable
+    from then on, before any text (a reply that opens with long thinking or a tool
+    call would otherwise hold them back).
+    """
     async for event in model.stream(request):
         family.release()
         if isinstance(event, ResponseComplete):

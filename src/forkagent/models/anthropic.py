@@ -50,6 +50,7 @@ from .base import (
     ModelProfile,
     ModelResponse,
     ResponseComplete,
+    ResponseStarted,
     StopReason,
     StreamEvent,
     TextDelta,
@@ -329,7 +330,8 @@ class AnthropicStream:
         if kind == "message_start":
             self._message = dict(as_dict(event.get("message")))
             self._usage = dict(as_dict(self._message.get("usage")))
-        elif kind == "content_block_start":
+            return [ResponseStarted()]
+        if kind == "content_block_start":
             block = dict(as_dict(event.get("content_block")))
             self._blocks[index] = block
             if block.get("type") == "tool_use":

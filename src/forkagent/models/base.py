@@ -53,11 +53,22 @@ class ToolUseStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ResponseStarted:
+    """The provider began its reply (Anthropic's ``message_start``), before any content.
+
+    A provider whose cache entry is readable once the response has begun makes it
+    readable here: fan-out releases a family's waiting siblings at this event.
+    """
+
+
+@dataclass(frozen=True, slots=True)
 class ResponseComplete:
     response: ModelResponse
 
 
-StreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolUseStarted | ResponseComplete
+StreamEvent: TypeAlias = (
+    ResponseStarted | TextDelta | ThinkingDelta | ToolUseStarted | ResponseComplete
+)
 
 
 @dataclass(frozen=True, slots=True)
