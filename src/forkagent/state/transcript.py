@@ -466,7 +466,7 @@ def inherited(
             f"parent's transcript {parent}, which is missing: it was moved or deleted, so the "
             "fork's history cannot be read (keep a tree's transcripts together in one folder)",
         )
-    source = read_transcript(parent)
+    source = _parents.read(parent)
     if reference.lines > len(source.entries):
         raise TranscriptError(
             path,
@@ -481,6 +481,39 @@ def inherited(
             f"which held {len(history)} at that point",
         )
     return source.header, tuple(history[: reference.messages])
+
+
+class _RecentParents:
+    """Parent transcripts read last, reused while the file is unchanged.
+
+    Reading a tree (``read_tree``, a resume looking for its children) reads
+    each fork's parent again for every fork: once is enough.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._read: OrderedDict[Path, tuple[tuple[int, int], Transcript]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, path: Path) -> Transcript:
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return read_transcript(path)  # raises the usual error
+        version = (stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            known = self._read.get(path)
+        if known is not None and known[0] == version:
+            return known[1]
+        transcript = read_transcript(path)
+        with self._lock:
+            self._read[path] = (version, transcript)
+            while len(self._read) > self._limit:
+                self._read.popitem(last=False)
+        return transcript
+
+
+_parents = _RecentParents(limit=8)
 
 
 class TranscriptTail:
