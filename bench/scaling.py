@@ -42,8 +42,7 @@ from forkagent.state.registry import Registry
 from forkagent.tools.spawn import SpawnRequest
 
 from ._agents import MODEL
-
-DIRECTIVE = "Directive:\n"
+from .economics import DIRECTIVE
 
 
 @contextmanager
