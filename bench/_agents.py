@@ -18,7 +18,8 @@ def offline_agent(
 ) -> Agent:
     """An agent on ``MODEL`` served by ``emulator``.
 
-    No registry, transcripts or agent files: only the runtime and the emulator are measured.
+    No registry, transcripts, agent files or compaction: only the runtime and the emulator
+    are measured (a 200k-token parent would otherwise be summarised before it forks).
     """
     return Agent(
         model=EmulatorModel(MODEL, emulator),
@@ -28,4 +29,5 @@ def offline_agent(
         registry=False,
         skip_transcript=True,
         load_agent_files=False,
+        compact_at=None,
     )

@@ -12,7 +12,9 @@ answer. The run is repeated per fan-out mode and priced by
 - ``forks_with_warmup``: ``fanout="auto"``, the first child goes alone and the
   others leave once its response has begun;
 - ``forks_with_prewarm``: ``fanout="prewarm"``, a ``max_tokens: 0`` request
-  writes the first child's prompt first (billed to that child);
+  writes the first child's prompt first (billed to that child), for a family
+  of two or more;
+- ``auto``: the runtime's defaults (``RuntimeOptions()``), what a user gets;
 - ``fresh`` and ``lower_bound``: the warm-up run's ``Comparison``.
 
 ``ratio_to_bound`` divides each by the lower bound.
@@ -39,11 +41,13 @@ CHILDREN = (1, 2, 4, 8, 16)
 PREFIXES = (5_000, 20_000, 50_000, 200_000)
 QUICK_CHILDREN = (2, 16)
 QUICK_PREFIXES = (5_000,)
-FANOUTS: dict[str, FanoutMode] = {
+FANOUTS: dict[str, FanoutMode | None] = {
     "forks_all_at_once": "off",
     "forks_with_warmup": "auto",
     "forks_with_prewarm": "prewarm",
+    "auto": None,
 }
+"""Fan-out per strategy; ``auto`` is whatever ``RuntimeOptions()`` does by default."""
 STRATEGIES = ("fresh", *FANOUTS, "lower_bound")
 DIRECTIVE = "Directive:\n"
 """How a fork child's last user message starts its own part (the emulator's policy keys on it)."""
@@ -104,10 +108,11 @@ async def _overhead_tokens(cwd: Path) -> int:
     return usage.prompt_tokens - tokens.count("x")
 
 
-async def _run(history: str, children: int, fanout: FanoutMode, cwd: Path) -> Comparison:
+async def _run(history: str, children: int, fanout: FanoutMode | None, cwd: Path) -> Comparison:
     emulator = Emulator(policy=_policy(children))
     recorder = EconomicsRecorder()
-    agent = offline_agent(emulator, cwd, RuntimeOptions(fanout=fanout), recorder)
+    options = RuntimeOptions() if fanout is None else RuntimeOptions(fanout=fanout)
+    agent = offline_agent(emulator, cwd, options, recorder)
     async with agent.session() as session:
         result = await session.send(history)
     if result.status != "completed" or len(result.agents) != children + 1:

@@ -22,6 +22,8 @@ from forkagent.emulator import Emulator, serve, tokens
 from forkagent.emulator.timing import NO_LATENCY
 
 PROMPT_TOKENS = 10_000
+BLOCKS = 200
+"""``anthropic_blocks``: the same tokens as 200 content blocks, as a long conversation has them."""
 
 
 def _bodies(prompt: str) -> dict[str, Callable[[int], tuple[str, dict[str, Any]]]]:
@@ -35,11 +37,24 @@ def _bodies(prompt: str) -> dict[str, Callable[[int], tuple[str, dict[str, Any]]
         }
         return "/v1/messages", body
 
+    parts = [tokens.filler(PROMPT_TOKENS // BLOCKS) for _ in range(BLOCKS)]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": part} for part in parts]
+    blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+
+    def anthropic_blocks(i: int) -> tuple[str, dict[str, Any]]:
+        content = [*blocks, {"type": "text", "text": f"question {i}"}]
+        body = {
+            "model": "claude-opus-4-6",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": content}],
+        }
+        return "/v1/messages", body
+
     def openai(i: int) -> tuple[str, dict[str, Any]]:
         messages = [{"role": "system", "content": prompt}, {"role": "user", "content": f"q {i}"}]
         return "/v1/chat/completions", {"model": "gpt-4.1", "messages": messages}
 
-    return {"anthropic": anthropic, "openai": openai}
+    return {"anthropic": anthropic, "anthropic_blocks": anthropic_blocks, "openai": openai}
 
 
 async def _rate(send: Callable[[int], Awaitable[None]], requests: int, concurrency: int) -> float:
@@ -91,9 +106,9 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[str, float, float]]:
     requests = 50 if args.quick else args.requests
     rows = asyncio.run(_measure(requests, args.concurrency))
     print(f"{PROMPT_TOKENS}-token prompts, {requests} requests, concurrency {args.concurrency}")
-    print(f"{'route':<10} {'in-process rps':>15} {'HTTP rps':>10} {'ratio':>7}")
+    print(f"{'route':<16} {'in-process rps':>15} {'HTTP rps':>10} {'ratio':>7}")
     for name, local, remote in rows:
-        print(f"{name:<10} {local:>15.0f} {remote:>10.0f} {local / remote:>6.1f}x")
+        print(f"{name:<16} {local:>15.0f} {remote:>10.0f} {local / remote:>6.1f}x")
     return rows
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from forkagent import RuntimeOptions, Session
+from forkagent import Agent, RuntimeOptions, Session
 from forkagent.agents.builtin import GENERAL_PURPOSE
 from forkagent.emulator import EmulatedRequest, Emulator, Policy, Reply, ToolCall
 from forkagent.emulator.timing import NO_LATENCY
@@ -48,9 +48,15 @@ from forkagent.messages import (
 from forkagent.models.emulator import EmulatorModel
 from forkagent.requests import ModelRequest
 
+from . import scaling
 from ._agents import MODEL, offline_agent
 
 HISTORY_MESSAGES = 2_000
+LONG_HISTORY_MESSAGES = 50_000
+ONE_REPLY = (100, 1_000)
+"""Forks asked for in one reply: time per fork at the second over time per fork at the first."""
+ONE_REPLY_QUICK = (20, 200)
+"""The same tenfold step for ``--quick``, which the test suite runs."""
 BACKGROUND_FORKS = 1_000
 _NAMED_PROMPT = GENERAL_PURPOSE.system_prompt.splitlines()[0]
 TREE = (9, 10)
@@ -70,6 +76,19 @@ class Overhead:
     throughput_ratio: float
     tree_agents: int
     cancel_ms: float
+    forks_per_second_default: float
+    """As ``forks_per_second``, with the registry and transcripts on (an ``Agent``'s defaults)."""
+    throughput_ratio_default: float
+    fork_build_ms_per_child_50k: float
+    fork_bytes_per_child_50k: float
+    agent_tool_spawn_ms_per_child: float
+    one_reply_seconds_few: float
+    """N forks in one reply: N = 100 (20 with ``--quick``)..."""
+    one_reply_seconds_many: float
+    """...and ten times as many."""
+    one_reply_scaling: float
+    """Time per fork at N = 1,000 over time per fork at N = 100, all in one reply."""
+    inflight_kb_per_child_2k: float
 
 
 def _history(messages: int) -> list[Message]:
@@ -110,9 +129,22 @@ def _per_child(build: Callable[[int], object], count: int, rounds: int = 3) -> t
 
 def fork_build(cwd: Path, forks: int, copies: int) -> tuple[float, float, float, float]:
     """(fork ms, fork bytes, deep-copy ms, deep-copy bytes) per child at 2,000 messages."""
+    fork, deep_copy = _builders(cwd, HISTORY_MESSAGES)
+    return (*_per_child(fork, forks), *_per_child(deep_copy, copies))
+
+
+def fork_build_only(cwd: Path, forks: int, messages: int) -> tuple[float, float]:
+    """(fork ms, fork bytes) per child at ``messages``."""
+    return _per_child(_builders(cwd, messages)[0], forks)
+
+
+def _builders(
+    cwd: Path, messages: int
+) -> tuple[Callable[[int], ModelRequest], Callable[[int], ModelRequest]]:
+    """A fork's first request, and a naive deep-copying fork's, from a ``messages`` history."""
     session = offline_agent(Emulator(latency=NO_LATENCY), cwd, RuntimeOptions()).session()
     parent = session.root
-    parent.messages = _history(HISTORY_MESSAGES)
+    parent.messages = _history(messages)
     parent.last_request = parent.build_request()
     runtime = session._runtime
 
@@ -120,14 +152,19 @@ def fork_build(cwd: Path, forks: int, copies: int) -> tuple[float, float, float,
         return runtime.build_fork(parent, f"Review module {n}.").build_request()
 
     def deep_copy(n: int) -> ModelRequest:
-        messages = [*copy.deepcopy(parent.messages), user(f"Review module {n}.")]
-        return parent.build_request().model_copy(update={"messages": tuple(messages)})
+        copied = [*copy.deepcopy(parent.messages), user(f"Review module {n}.")]
+        return parent.build_request().model_copy(update={"messages": tuple(copied)})
 
-    return (*_per_child(fork, forks), *_per_child(deep_copy, copies))
+    return fork, deep_copy
 
 
-async def throughput(cwd: Path, forks: int) -> tuple[float, float]:
-    """(runtime forks per second, ideal requests per second)."""
+AgentFactory = Callable[..., Agent]
+
+
+async def throughput(
+    cwd: Path, forks: int, make_agent: AgentFactory = offline_agent
+) -> tuple[float, float]:
+    """(runtime forks per second, ideal requests per second) for agents ``make_agent`` builds."""
     sent: list[ModelRequest] = []
 
     def record(event: Event) -> None:
@@ -135,7 +172,7 @@ async def throughput(cwd: Path, forks: int) -> tuple[float, float]:
             sent.append(event.request)
 
     options = RuntimeOptions(max_agents=forks, resume_on_notification=False)
-    agent = offline_agent(Emulator(latency=NO_LATENCY), cwd, options, record)
+    agent = make_agent(Emulator(latency=NO_LATENCY), cwd, options, record)
     async with agent.session() as session:
         await session.send("Plan the work.")
         warm = session.root.last_request
@@ -225,7 +262,25 @@ async def measure(quick: bool = False) -> Overhead:
         forks = 100 if quick else BACKGROUND_FORKS
         rate, ideal = await throughput(cwd, forks)
         agents, cancel_ms = await cancel_latency(cwd, *TREE)
-    return Overhead(HISTORY_MESSAGES, *build, forks, rate, ideal, rate / ideal, agents, cancel_ms)
+        with scaling.state_home(cwd / "state"):
+            defaults = await _at_defaults(cwd, forks, quick)
+    return Overhead(
+        HISTORY_MESSAGES, *build, forks, rate, ideal, rate / ideal, agents, cancel_ms, *defaults
+    )
+
+
+async def _at_defaults(cwd: Path, forks: int, quick: bool) -> tuple[float, ...]:
+    """The figures with the registry and transcripts on, and those of long histories."""
+    rate, ideal = await throughput(cwd, forks, scaling.default_agent)
+    build_ms, build_bytes = fork_build_only(cwd, 10 if quick else 50, LONG_HISTORY_MESSAGES)
+    history = _history(HISTORY_MESSAGES)
+    spawn_ms = await scaling.agent_tool_spawn(cwd, history, 10 if quick else 50)
+    few, many = ONE_REPLY_QUICK if quick else ONE_REPLY
+    small = await scaling.one_reply(cwd, few)
+    large = await scaling.one_reply(cwd, many)
+    scale = (large / many) / (small / few)
+    inflight_kb = await scaling.inflight(cwd, history, 10 if quick else 50)
+    return (rate, rate / ideal, build_ms, build_bytes, spawn_ms, small, large, scale, inflight_kb)
 
 
 def main(argv: Sequence[str] | None = None) -> Overhead:

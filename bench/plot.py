@@ -18,6 +18,7 @@ LABELS = {
     "forks_all_at_once": "forks, all at once",
     "forks_with_warmup": "forks, warm-up",
     "forks_with_prewarm": "forks, pre-warm",
+    "auto": "forks, defaults (auto)",
     "forks_auto": "forks, auto",
     "lower_bound": "lower bound",
 }

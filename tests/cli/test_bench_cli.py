@@ -35,9 +35,18 @@ def test_the_json_has_economics_rows_overhead_figures_and_targets(report: dict[s
     overhead = report["overhead"]
     for key in ("fork_build_ms_per_child", "fork_bytes_per_child", "cancel_ms", "throughput_ratio"):
         assert overhead[key] > 0
+    for key in (
+        "throughput_ratio_default",
+        "fork_build_ms_per_child_50k",
+        "fork_bytes_per_child_50k",
+        "agent_tool_spawn_ms_per_child",
+        "one_reply_scaling",
+        "inflight_kb_per_child_2k",
+    ):
+        assert overhead[key] > 0
     assert overhead["history_messages"] == 2_000
     assert overhead["tree_agents"] == 100
-    assert set(report["checks"]) == set(report["targets"])
+    assert set(report["checks"]) == set(report["targets"]) | set(report["floors"])
 
 
 def test_warmed_forks_reach_the_bound_and_fresh_agents_cost_a_multiple(

@@ -15,7 +15,13 @@ from forkagent.errors import (
     StreamInterruptedError,
 )
 from forkagent.messages import JsonValue, TextBlock, ThinkingBlock, ToolUseBlock, assistant, user
-from forkagent.models import Model, ResponseComplete, TextDelta, ToolUseStarted
+from forkagent.models import (
+    Model,
+    ResponseComplete,
+    ResponseStarted,
+    TextDelta,
+    ToolUseStarted,
+)
 from forkagent.models._retry import RetryPolicy
 from forkagent.models.anthropic import (
     AnthropicModel,
@@ -221,7 +227,7 @@ def _stream_events(json_pieces: list[str]) -> list[dict[str, JsonValue]]:
 def test_stream_events_fold_into_one_response() -> None:
     sink = AnthropicStream()
     deltas = [d for e in _stream_events(['{"z": 1, ', '"a": [2]}']) for d in sink.feed(e)]
-    assert deltas == [TextDelta("Hi"), ToolUseStarted(id="t", name="lookup")]
+    assert deltas == [ResponseStarted(), TextDelta("Hi"), ToolUseStarted(id="t", name="lookup")]
     response = sink.finish()
     assert response.message.content[0] == TextBlock(text="Hi")
     call = response.message.tool_uses[0]
@@ -398,5 +404,26 @@ async def test_a_stream_cut_after_output_is_reported_not_half_returned(
 
     with pytest.raises(StreamInterruptedError, match="nothing was added to the history"):
         await consume()
-    assert seen
-    assert all(isinstance(e, TextDelta) for e in seen)
+    assert isinstance(seen[0], ResponseStarted)  # the reply began: siblings may go
+    assert seen[1:]
+    assert all(isinstance(e, TextDelta) for e in seen[1:])
+
+
+def test_siblings_share_the_rendering_of_their_common_messages() -> None:
+    """A fork family's prefix is rendered once; markers never leak into the shared form."""
+    history = (user("one " * 50), assistant("two"), user("three"), assistant("four"))
+    first = ModelRequest(model=MODEL, messages=(*history, user("five")))
+    second = ModelRequest(model=MODEL, messages=(*history, user("six")))
+
+    a, b = render_request(first), render_request(second)
+
+    # message 0 is unmarked in both: one shared rendering
+    assert a["messages"][0] is b["messages"][0]
+    # the previous request's end (message 2) carries a marker: rendered per request
+    assert a["messages"][2] is not b["messages"][2]
+    assert a["messages"][2]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    # the shared renderings never carry a marker, whichever request marked its own copy
+    for message in (a["messages"][0], a["messages"][1], a["messages"][3]):
+        assert message is b["messages"][a["messages"].index(message)]
+        assert all("cache_control" not in block for block in message["content"])
+    assert render_request(first) == a  # the same bytes as before sharing

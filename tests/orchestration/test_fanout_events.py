@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import ValuesView
+from collections.abc import AsyncIterator, ValuesView
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +11,22 @@ import pytest
 
 from forkagent import Agent, RuntimeOptions
 from forkagent._orchestration import runtime as runtime_module
+from forkagent._orchestration.fanout import ForkFamily, send_in_family
 from forkagent._orchestration.fork import cache_key_hash
 from forkagent._orchestration.tasks import AgentTask
 from forkagent.emulator import Emulator, Latency
 from forkagent.emulator.timing import NO_LATENCY
 from forkagent.events import Event, RequestSent, ResponseReceived
-from forkagent.models.base import ModelProfile
+from forkagent.messages import AssistantMessage, TextBlock
+from forkagent.models.base import (
+    Model,
+    ModelProfile,
+    ModelResponse,
+    ResponseComplete,
+    ResponseStarted,
+    StreamEvent,
+    TextDelta,
+)
 from forkagent.models.emulator import EmulatorModel
 from forkagent.models.function import FunctionModel
 from forkagent.pricing import price_for
@@ -111,6 +121,19 @@ async def test_a_prewarm_is_billed_to_the_first_child_and_seen_by_every_listener
     assert own.compared_with == "the agent's pre-warm request"
 
 
+async def test_a_family_of_one_is_never_prewarmed(tmp_path: Path) -> None:
+    """Nobody would read the entry early, and the child would read it all again."""
+    emulator = Emulator(latency=NO_LATENCY)
+    events = Events()
+    async with _prewarm_agent(emulator, tmp_path, events).session() as session:
+        await session.send(CONTEXT)
+        [task] = await session.fork(["check a"])
+
+    assert not [e for e in events.of(RequestSent) if e.prewarm]  # three children are: above
+    assert task.run.usage.requests == 1
+    assert task.status == "completed"
+
+
 async def test_when_the_model_refuses_to_prewarm_the_siblings_wait_for_the_first_response(
     tmp_path: Path,
 ) -> None:
@@ -180,3 +203,53 @@ class _CountingTasks(dict[str, AgentTask]):
     def values(self) -> ValuesView[AgentTask]:  # type: ignore[override]
         self.scans += 1
         return super().values()
+
+
+class _SlowFirstText(Model):
+    """A provider whose reply begins at once, and whose first text waits for ``text``."""
+
+    profile = ModelProfile(provider="test", warmup="first_response_starts")
+
+    def __init__(self) -> None:
+        self.text = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return "slow-first-text"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        return self._reply("sibling")
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        yield ResponseStarted()
+        await self.text.wait()
+        yield TextDelta("leader")
+        yield ResponseComplete(self._reply("leader"))
+
+    def _reply(self, text: str) -> ModelResponse:
+        return ModelResponse(
+            message=AssistantMessage(content=(TextBlock(text=text),)),
+            stop_reason="end_turn",
+            usage=Usage(),
+            model=self.name,
+        )
+
+
+async def test_warm_up_releases_the_siblings_when_the_reply_begins_not_at_its_first_text() -> None:
+    """Anthropic's entry is readable once the response has begun (``message_start``)."""
+    model = _SlowFirstText()
+    family = ForkFamily(("parent", 1), "first_response_starts")
+    request = ModelRequest(model=model.name)
+    leader = asyncio.create_task(
+        send_in_family(family, "a", model, request, prewarm=None, on_send=lambda: None)
+    )
+    sibling = asyncio.create_task(
+        send_in_family(family, "b", model, request, prewarm=None, on_send=lambda: None)
+    )
+
+    answer = await asyncio.wait_for(sibling, 5)  # while the leader has shown no text
+
+    assert answer.message.text == "sibling"
+    assert not leader.done()
+    model.text.set()
+    assert (await leader).message.text == "leader"

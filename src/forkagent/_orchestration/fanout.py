@@ -2,7 +2,8 @@
 
 Siblings launched at the same instant all miss: a cache entry is readable
 only once the first response has begun (Anthropic) or ended (DashScope
-explicit, DeepSeek). A family's first child goes alone; the others wait for
+explicit, DeepSeek; DeepSeek's some seconds later still, its profile's
+``cache_visible_after``). A family's first child goes alone; the others wait for
 its signal. Anthropic can instead pre-warm with ``max_tokens: 0``.
 """
 
@@ -30,6 +31,8 @@ class ForkFamily:
     warmup: Warmup
     released: asyncio.Event = field(default_factory=asyncio.Event)
     leader: str | None = None
+    size: int = 0
+    """Children built into the family so far (siblings join before any request leaves)."""
 
     def __post_init__(self) -> None:
         if self.warmup == "none":
@@ -65,15 +68,17 @@ async def send_in_family(
     """A child's first request, ordered so that its siblings can read the cache.
 
     ``on_send`` is called when the request actually leaves, after any wait or
-    pre-warm. A leader whose pre-warm the model refuses falls back to the
-    provider's warm-up rule.
+    pre-warm. A family of one is never pre-warmed: nobody would read the entry
+    early, and its request would read it all again (+7%). A leader whose
+    pre-warm the model refuses falls back to the provider's warm-up rule.
     """
     if not family.lead_or_wait(agent_id):
         await family.wait()
         on_send()
         return await model.request(request)
+    later = False
     try:
-        if prewarm is not None and await prewarm(request):
+        if prewarm is not None and family.size > 1 and await prewarm(request):
             family.release()
             on_send()
             return await model.request(request)
@@ -86,15 +91,27 @@ async def send_in_family(
                 # was added to the history, so the same request goes again (with retries).
                 logger.warning("fork %s: %s; sending its request again", agent_id, exc)
                 return await model.request(request)
-        return await model.request(request)
+        response = await model.request(request)
+        if (delay := model.profile.cache_visible_after) > 0:
+            # The entry is readable only ``delay`` after the reply (DeepSeek): release then,
+            # without holding the leader's own result back.
+            asyncio.get_running_loop().call_later(delay, family.release)
+            later = True
+        return response
     finally:
-        family.release()
+        if not later:
+            family.release()
 
 
 async def _stream_releasing(
     family: ForkFamily, model: Model, request: ModelRequest
 ) -> ModelResponse:
-    """Stream the leader's reply and release the siblings at its first event."""
+    """Stream the leader's reply and release the siblings at its first event.
+
+    For Anthropic that is ``ResponseStarted`` (``message_start``): the entry is readable
+    from then on, before any text (a reply that opens with long thinking or a tool
+    call would otherwise hold them back).
+    """
     async for event in model.stream(request):
         family.release()
         if isinstance(event, ResponseComplete):

@@ -10,6 +10,7 @@ on the rules block, the last block every sibling shares.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,10 +70,31 @@ class ForkedHistory:
     """The rules block: the last block identical across siblings."""
 
 
-def build_forked_messages(
-    history: Sequence[Message], directive: str, *, style: HistoryStyle = "tool_result"
-) -> ForkedHistory:
-    """The child's history for each way the parent's history can end.
+@dataclass(frozen=True, slots=True)
+class ForkBase:
+    """What every sibling forked from one parent state shares, built once for the family.
+
+    Sharing the same objects (not equal copies) lets the cache monitor and the
+    transcript writer recognise the common prefix by identity, without rendering it.
+    """
+
+    messages: tuple[Message, ...]
+    """The messages before the child's last one."""
+    head: tuple[ContentBlock, ...]
+    """The last message's blocks before the directive; the rules block ends them."""
+
+
+_RULES_BLOCK = TextBlock(text=FORK_RULES)
+
+
+@functools.lru_cache(maxsize=4096)
+def _placeholder(tool_use_id: str) -> ToolResultBlock:
+    """One object per pending call, so siblings' placeholder results are identical objects."""
+    return ToolResultBlock(tool_use_id=tool_use_id, content=(TextBlock(text=FORK_PLACEHOLDER),))
+
+
+def fork_base(history: Sequence[Message], *, style: HistoryStyle = "tool_result") -> ForkBase:
+    """The shared part of a child's history for each way the parent's history can end.
 
     - assistant with tool calls: placeholders answer every pending call, then
       rules and directive follow in the same user message (alternating style:
@@ -86,23 +108,30 @@ def build_forked_messages(
     head: tuple[ContentBlock, ...] = ()
     if shared and isinstance(shared[-1], UserMessage):
         head = shared.pop().content
-    placeholders = tuple(
-        ToolResultBlock(tool_use_id=u.id, content=(TextBlock(text=FORK_PLACEHOLDER),))
-        for u in pending
-    )
+    placeholders = tuple(_placeholder(u.id) for u in pending)
     if placeholders and style == "alternating":
         shared.append(UserMessage(content=head + placeholders, origin="fork"))
         shared.append(AssistantMessage(content=(TextBlock(text=FORK_ACK),)))
         head = ()
     else:
         head += placeholders
-    rules = TextBlock(text=FORK_RULES)
+    return ForkBase(tuple(shared), (*head, _RULES_BLOCK))
+
+
+def fork_from(base: ForkBase, directive: str) -> ForkedHistory:
+    """One child's history: the family's shared part, then its directive."""
     last = UserMessage(
-        content=(*head, rules, TextBlock(text=directive_text(directive))), origin="fork"
+        content=(*base.head, TextBlock(text=directive_text(directive))), origin="fork"
     )
-    shared.append(last)
-    position = BlockPosition(message=len(shared) - 1, block=len(last.content) - 2)
-    return ForkedHistory(tuple(shared), position)
+    position = BlockPosition(message=len(base.messages), block=len(base.head) - 1)
+    return ForkedHistory((*base.messages, last), position)
+
+
+def build_forked_messages(
+    history: Sequence[Message], directive: str, *, style: HistoryStyle = "tool_result"
+) -> ForkedHistory:
+    """A child's history from its parent's (``fork_base`` says how each ending is handled)."""
+    return fork_from(fork_base(history, style=style), directive)
 
 
 def is_fork_history(messages: Sequence[Message]) -> bool:

@@ -15,7 +15,13 @@ from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event,
 from ..permissions.record import policy_record
 from ..pricing import cost
 from ..state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
-from ..state.transcript import TranscriptHeader, TranscriptWriter, transcript_path
+from ..state.transcript import (
+    HistoryReference,
+    TranscriptHeader,
+    TranscriptWriter,
+    shared_length,
+    transcript_path,
+)
 from .loop import AgentRun
 
 
@@ -39,23 +45,23 @@ class Recorder:
         if run is None:
             return
         if isinstance(event, AgentStarted):
-            self._attach(run, event.background)
-        writer = self.writers.get(run.id)
-        if writer is not None:
+            self._attach(run, event)
+        elif (writer := self.writers.get(run.id)) is not None:
             writer.on_event(event)
         self._registry_update(run, event)
 
-    def _attach(self, run: AgentRun, background: bool) -> None:
+    def _attach(self, run: AgentRun, started: AgentStarted) -> None:
+        background = started.background
         keep = self.transcripts and run.keep_transcript
         path = transcript_path(self.root_id, run.id) if keep else None
         if path is not None:
             writer = TranscriptWriter(path)
-            if not writer.header_written:
-                header = header_for(run, root_id=self.root_id, background=background)
-                record = policy_record(run.policy, self.trusted)
-                writer.header(header.model_copy(update={"extra": {"permissions": record}}))
-            self.writers[run.id] = writer
-            writer.sync(run.messages)
+            with writer.together():  # header, history and status: one write
+                if not writer.header_written:
+                    self._header(writer, run, background)
+                self.writers[run.id] = writer
+                writer.sync(run.messages)
+                writer.on_event(started)
             run.on_change = lambda changed: writer.sync(changed.messages)
         if (writes := self.registry_writes) is not None:
             writes.write(
@@ -73,6 +79,23 @@ class Recorder:
                     process_start=own_process_start(),
                 ),
             )
+
+    def _header(self, writer: TranscriptWriter, run: AgentRun, background: bool) -> None:
+        """A new transcript's header; a fork's refers to the history its parent recorded."""
+        header = header_for(run, root_id=self.root_id, background=background)
+        record = policy_record(run.policy, self.trusted)
+        parent = self.writers.get(run.parent_id or "") if run.is_fork else None
+        above = parent.written_header if parent is not None else None
+        shared = shared_length(parent.history, run.messages) if parent is not None else 0
+        update: dict[str, object] = {"extra": {"permissions": record}}
+        if parent is not None and above is not None and shared:
+            same = above.system == header.system and above.tools == header.tools
+            update["history_from"] = HistoryReference(
+                agent_id=above.agent_id, messages=shared, lines=parent.lines, prompt=same
+            )
+            if same:  # kept once, in the parent's header
+                update |= {"system": "", "tools": ()}
+        writer.header(header.model_copy(update=update), run.messages[:shared])
 
     def _registry_update(self, run: AgentRun, event: Event) -> None:
         writes = self.registry_writes

@@ -36,7 +36,7 @@ from .budget import Budget, Limits, require_price
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
 from .executor import Executor, InProcessExecutor, Placement
 from .fanout import FanoutMode, ForkFamily
-from .fork import build_forked_messages, cache_key_hash, is_fork_history
+from .fork import ForkBase, cache_key_hash, fork_base, fork_from, is_fork_history
 from .loop import (
     AgentRun,
     LoopOutcome,
@@ -130,6 +130,35 @@ class PreparedChild:
     """Awaited when the child has ended, however it ended."""
 
 
+_Marker = tuple[int, object, object, object]
+
+
+def _marker(parent: AgentRun) -> _Marker:
+    """Identifies a parent's state cheaply: length, first and last message, snapshot."""
+    messages = parent.messages
+    first, last = (messages[0], messages[-1]) if messages else (None, None)
+    return (len(messages), first, last, parent.last_request)
+
+
+@dataclass(eq=False, slots=True)
+class _ParentState:
+    """Computed for a family's first fork, reused by its siblings."""
+
+    marker: _Marker
+    base: ForkBase
+    fork_history: bool
+    """The history holds fork rules: the recursion guard's fallback."""
+    estimate: ForkEstimate | None = None
+    """Made when a fork policy first asks for it."""
+
+    def matches(self, parent: AgentRun) -> bool:
+        """Same length, and the same objects at both ends and as the snapshot."""
+        now = _marker(parent)
+        return now[0] == self.marker[0] and all(
+            a is b for a, b in zip(now[1:], self.marker[1:], strict=True)
+        )
+
+
 @dataclass(eq=False)
 class Runtime:
     options: RuntimeOptions
@@ -155,6 +184,8 @@ class Runtime:
     """Tasks by parent id, the finished ones dropped as ``open_children`` meets them."""
     _cache_keys: dict[str, tuple[ModelRequest | None, str]] = field(default_factory=dict)
     """Per parent: the snapshot its forks were last started from, and its ``cache_key_hash``."""
+    _parent_states: dict[str, _ParentState] = field(default_factory=dict)
+    """Per parent: what the forks of its current state share (history base, estimate)."""
     _signals: dict[str, asyncio.Event] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     cache_monitor: CacheMonitor = field(init=False)
@@ -217,20 +248,21 @@ class Runtime:
             implicit=self.options.implicit_fork,
         )
         estimate: ForkEstimate | None = None
-        if route.kind == "fork":
-            estimate = self._estimate(parent, request.prompt)
-            if not allows_fork(self.options.fork_policy, estimate):
+        policy = self.options.fork_policy
+        if route.kind == "fork" and policy != "always":
+            # "always" needs no estimate; the others decide on one, computed once per family.
+            estimate = self._estimate(parent) if policy == "when_cheaper" else None
+            if not allows_fork(policy, estimate):
+                why = f": {estimate.summary()}" if estimate is not None else ""
                 route = Route(
-                    "named",
-                    "general-purpose",
-                    f"fork policy {self.options.fork_policy!r} chose a fresh agent: "
-                    + estimate.summary(),
+                    "named", "general-purpose", f"fork policy {policy!r} chose a fresh agent{why}"
                 )
         try:
             task = await self._prepare_and_start(parent, route, request, estimate)
         except ForkagentError as exc:
             raise ToolError(f"Refused: {exc}") from None
-        header = "; ".join(n for n in (route.note, estimate and estimate.summary()) if n)
+        summary = estimate.summary() if estimate is not None and route.kind == "fork" else None
+        header = "; ".join(n for n in (route.note, summary) if n)
         return task, header
 
     async def spawn_named(
@@ -293,7 +325,7 @@ class Runtime:
         return self.start(child, background=background, estimate=estimate)
 
     def _fork_refusal(self, parent: AgentRun) -> str | None:
-        if parent.is_fork or is_fork_history(parent.messages):
+        if parent.is_fork or self._parent_state(parent).fork_history:
             return (
                 "Refused: you are a forked child and may not start agents of any kind. "
                 "Do the work yourself with your tools, then report."
@@ -352,15 +384,28 @@ class Runtime:
             return prefix + moved_to_background_text(task.id, task.label)
         return prefix + _result_text(result)
 
-    def _estimate(self, parent: AgentRun, directive: str) -> ForkEstimate:
-        fresh = sum(len(t.model_dump_json()) for t in parent.tool_specs) + 2000
-        return estimate_fork(
-            parent.last_request,
-            parent.last_usage,
-            directive_tokens=estimate_tokens(len(directive.encode())),
-            fresh_prompt_tokens=estimate_tokens(fresh),
-            min_cache_tokens=parent.model.profile.min_cache_tokens,
-        )
+    def _parent_state(self, parent: AgentRun) -> _ParentState:
+        """What the forks of ``parent``'s current state share, made by the first of them."""
+        known = self._parent_states.get(parent.id)
+        if known is not None and known.matches(parent):
+            return known
+        base = fork_base(parent.messages, style=parent.model.profile.history_style)
+        state = _ParentState(_marker(parent), base, is_fork_history(parent.messages))
+        self._parent_states[parent.id] = state
+        return state
+
+    def _estimate(self, parent: AgentRun) -> ForkEstimate:
+        """Fork or fresh for ``parent``'s current state: once per family."""
+        state = self._parent_state(parent)
+        if state.estimate is None:
+            fresh = sum(len(t.model_dump_json()) for t in parent.tool_specs) + 2000
+            state.estimate = estimate_fork(
+                parent.last_request,
+                parent.last_usage,
+                fresh_prompt_tokens=estimate_tokens(fresh),
+                profile=parent.model.profile,
+            )
+        return state.estimate
 
     # -- forks ---------------------------------------------------------------
 
@@ -373,9 +418,7 @@ class Runtime:
             output = OutputSpec.of(params.output_type, mode="text", retries=params.output_retries)
             directive = f"{directive}\n\n{output.instructions()}"
         snapshot = parent.last_request
-        forked = build_forked_messages(
-            parent.messages, directive, style=parent.model.profile.history_style
-        )
+        forked = fork_from(self._parent_state(parent).base, directive)
         child = AgentRun(
             id=self.new_id("fork"),
             model=parent.model,
@@ -414,6 +457,7 @@ class Runtime:
             if self.options.fanout == "prewarm" and parent.model.profile.supports_prewarm:
                 warmup = "first_response_starts"
             family = self._families[key] = ForkFamily(key, warmup)
+        family.size += 1
         return family
 
     def fork_details(self, child: AgentRun, parent: AgentRun) -> dict[str, JsonValue]:

@@ -315,6 +315,8 @@ class _Printer:
 
     def _describe(self, entry: Entry) -> list[str]:
         if isinstance(entry, TranscriptHeader):
+            if entry.history_from is not None:
+                self.length = entry.history_from.messages
             return _describe_header(entry)
         if isinstance(entry, MessageEntry):
             replaces = entry.index < self.length
@@ -353,6 +355,11 @@ def _describe_header(header: TranscriptHeader) -> list[str]:
     if header.shared_prefix_end:
         end = header.shared_prefix_end
         lines.append(f"shares the cache up to message {end.message}, block {end.block}")
+    if (start := header.history_from) is not None:
+        lines.append(
+            f"the first {start.messages} messages are its parent {start.agent_id}'s "
+            f"(forkagent logs {start.agent_id}); its own follow"
+        )
     return lines
 
 

@@ -29,7 +29,7 @@ from ..errors import (
     StreamInterruptedError,
 )
 from ..messages import JsonValue
-from .base import ModelResponse, ResponseComplete, StreamEvent
+from .base import ModelResponse, ResponseComplete, ResponseStarted, StreamEvent
 
 logger = logging.getLogger("forkagent.models")
 
@@ -101,7 +101,8 @@ async def stream_with_retries(
             async with aclosing(open_stream()) as events:
                 async for event in events:
                     for delta in sink.feed(event):
-                        delivered = True
+                        # A reply that only began showed nothing: a cut then is retried.
+                        delivered = delivered or not isinstance(delta, ResponseStarted)
                         yield delta
             response = sink.finish()
         except ProviderError as error:

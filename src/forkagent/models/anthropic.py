@@ -26,6 +26,7 @@ from ..messages import (
     ContentBlock,
     ImageBlock,
     JsonValue,
+    Message,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
@@ -36,6 +37,7 @@ from ._adapter import AdapterModel
 from ._cache import Position, ResponseIds, ephemeral, message_breakpoints
 from ._json import as_dict, as_int, as_list, as_str, parse_arguments
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
+from ._shared import SharedRenderings
 from ._transport import (
     Body,
     ClientOptions,
@@ -48,6 +50,7 @@ from .base import (
     ModelProfile,
     ModelResponse,
     ResponseComplete,
+    ResponseStarted,
     StopReason,
     StreamEvent,
     TextDelta,
@@ -113,8 +116,11 @@ def render_request(
         body["system"] = system
     if tools:
         body["tools"] = tools
+    marked = {message for message, _ in marks}
     body["messages"] = [
         {"role": m.role, "content": _content(m.content, i, marks, control)}
+        if i in marked
+        else _RENDERED.get(m, _unmarked)
         for i, m in enumerate(request.messages)
     ]
     body.update(_settings(settings))
@@ -124,6 +130,14 @@ def render_request(
         body["diagnostics"] = {"previous_message_id": previous_message_id}
     body.update(settings.extra)
     return body
+
+
+_RENDERED: SharedRenderings[Body] = SharedRenderings()
+"""Messages without a cache marker, rendered once for every request that sends them."""
+
+
+def _unmarked(message: Message) -> Body:
+    return {"role": message.role, "content": _content(message.content, -1, frozenset(), {})}
 
 
 def can_prewarm(request: ModelRequest) -> bool:
@@ -317,7 +331,8 @@ class AnthropicStream:
         if kind == "message_start":
             self._message = dict(as_dict(event.get("message")))
             self._usage = dict(as_dict(self._message.get("usage")))
-        elif kind == "content_block_start":
+            return [ResponseStarted()]
+        if kind == "content_block_start":
             block = dict(as_dict(event.get("content_block")))
             self._blocks[index] = block
             if block.get("type") == "tool_use":

@@ -53,11 +53,22 @@ class ToolUseStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ResponseStarted:
+    """The provider began its reply (Anthropic's ``message_start``), before any content.
+
+    A provider whose cache entry is readable once the response has begun makes it
+    readable here: fan-out releases a family's waiting siblings at this event.
+    """
+
+
+@dataclass(frozen=True, slots=True)
 class ResponseComplete:
     response: ModelResponse
 
 
-StreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolUseStarted | ResponseComplete
+StreamEvent: TypeAlias = (
+    ResponseStarted | TextDelta | ThinkingDelta | ToolUseStarted | ResponseComplete
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +92,9 @@ class ModelProfile:
     provider: str
     history_style: HistoryStyle = "tool_result"
     warmup: Warmup = "none"
+    cache_visible_after: float = 0.0
+    """Seconds after the warm-up event before the entry can be read (DeepSeek builds its disk
+    cache after the response ends): siblings are released that much later."""
     supports_prewarm: bool = False
     min_cache_tokens: int = 0
     caches: bool = True

@@ -29,11 +29,16 @@ DASHSCOPE = ChatDialect(
 )
 """Explicit cache: markers at the same places as Anthropic's; readable once the writer's reply ends."""
 
+DEEPSEEK_CACHE_DELAY = 2.0
+"""Seconds after a reply ends before DeepSeek's disk cache serves its prefix: DeepSeek says the
+cache takes "a few seconds" to build; the emulator models the same delay (``deepseek_build_delay``)."""
+
 DEEPSEEK = ChatDialect(
     provider="deepseek",
     default_base_url="https://api.deepseek.com",
     reasoning_field="reasoning_content",
     warmup="first_response_ends",
+    cache_visible_after=DEEPSEEK_CACHE_DELAY,
     min_cache_tokens=64,
 )
 """Automatic disk cache in 64-token units, built after the reply; thinking goes back in tool loops."""

@@ -297,6 +297,9 @@ class EmulatorModel(Model):
             )
         self.family = kind
         self.profile = dataclasses.replace(self.adapter.profile, provider=PROVIDER)
+        if kind == "deepseek":  # the delay this emulator was set up with
+            delay = self.emulator.settings.deepseek_build_delay
+            self.profile = dataclasses.replace(self.profile, cache_visible_after=delay)
 
     @property
     def name(self) -> str:

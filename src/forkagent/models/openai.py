@@ -82,11 +82,15 @@ class ChatDialect:
     reasoning_field: str | None = None
     """Assistant field that takes thinking back (DeepSeek's ``reasoning_content``)."""
     warmup: Warmup = "none"
+    cache_visible_after: float = 0.0
     min_cache_tokens: int = 0
 
     def profile(self) -> ModelProfile:
         return ModelProfile(
-            provider=self.provider, warmup=self.warmup, min_cache_tokens=self.min_cache_tokens
+            provider=self.provider,
+            warmup=self.warmup,
+            cache_visible_after=self.cache_visible_after,
+            min_cache_tokens=self.min_cache_tokens,
         )
 
     def takes_breakpoints(self, model: str) -> bool:

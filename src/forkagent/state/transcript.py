@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,8 +75,9 @@ def make_state_dir(folder: Path) -> None:
     try:
         # Each folder it creates is private, not only the last (``mkdir(parents=True)``
         # would leave ``transcripts/`` readable by everyone).
-        for missing in reversed([f for f in (folder, *folder.parents) if not f.exists()]):
-            missing.mkdir(mode=0o700, exist_ok=True)
+        if not folder.is_dir():  # one look when it exists: every agent's writer asks
+            for missing in reversed([f for f in (folder, *folder.parents) if not f.exists()]):
+                missing.mkdir(mode=0o700, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(13, "Permission denied")
     except OSError as exc:
@@ -113,6 +116,25 @@ class _Line(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class HistoryReference(BaseModel):
+    """A fork's history starts with its parent's, kept once, in the parent's transcript.
+
+    The first ``messages`` messages of the history that parent ``agent_id``'s
+    transcript (in the same folder) held after its first ``lines`` lines (the
+    header not counted): the history as it was when the fork was made, whatever
+    the parent did after.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent_id: str
+    messages: int = Field(ge=0)
+    lines: int = Field(ge=0)
+    prompt: bool = False
+    """The system prompt and tool array are the parent's too: this header leaves them out
+    (a fork's are byte for byte its parent's), and reading puts them back."""
+
+
 class TranscriptHeader(_Line):
     """The first line: who the agent is and the exact bytes its requests start with."""
 
@@ -133,6 +155,9 @@ class TranscriptHeader(_Line):
     cwd: str
     shared_prefix_end: BlockPosition | None = None
     background: bool = False
+    history_from: HistoryReference | None = None
+    """Set for a fork whose history starts with its parent's (message lines then go on from
+    ``history_from.messages``); None when the whole history is in this file."""
     extra: dict[str, JsonValue] = Field(default_factory=dict)
     """Whatever else the runtime needs to resume (definition name, budget, ...)."""
 
@@ -254,6 +279,8 @@ class Transcript:
     """The last status line."""
     torn_tail: bool
     """The last line was incomplete (the writer died mid-write) and was skipped."""
+    inherited: tuple[Message, ...] = ()
+    """The messages read from the parent's transcript (``header.history_from``)."""
 
     @property
     def finished(self) -> bool:
@@ -273,7 +300,7 @@ class Transcript:
         for position in reversed(range(len(self.entries))):
             answer = self.entries[position]
             if isinstance(answer, MessageEntry) and isinstance(answer.message, AssistantMessage):
-                sent = _replay(self.entries[:position])[: answer.index]
+                sent = _replay(self.entries[:position], self.inherited)[: answer.index]
                 return Answered(tuple(sent), answer.at)
         return None
 
@@ -286,9 +313,9 @@ class Answered:
     at: datetime
 
 
-def _replay(entries: Sequence[Entry]) -> list[Message]:
+def _replay(entries: Sequence[Entry], inherited: Sequence[Message] = ()) -> list[Message]:
     """The history that lines already checked by ``_Fold`` add up to."""
-    history: list[Message] = []
+    history: list[Message] = list(inherited)
     for entry in entries:
         if isinstance(entry, MessageEntry):
             del history[entry.index :]
@@ -308,6 +335,7 @@ class _Fold:
         self.lines = 0
         self.header: TranscriptHeader | None = None
         self.entries: list[Entry] = []
+        self.inherited: tuple[Message, ...] = ()
         self.messages: list[Message] = []
         self.usage = Usage()
         self.cost: float | None = 0.0
@@ -364,6 +392,13 @@ class _Fold:
             raise TranscriptError(self.path, f"line {number}: {where}")
         if isinstance(entry, TranscriptHeader):
             self.header = entry
+            if (reference := entry.history_from) is not None:
+                parent, self.inherited = inherited(self.path, reference)
+                self.messages = list(self.inherited)
+                if reference.prompt:
+                    self.header = entry.model_copy(
+                        update={"system": parent.system, "tools": parent.tools}
+                    )
             return
         self.entries.append(entry)
         if isinstance(entry, MessageEntry):
@@ -415,7 +450,70 @@ def read_transcript(path: Path | str) -> Transcript:
         cost=fold.cost,
         status=fold.status,
         torn_tail=fold.offset < len(data),
+        inherited=fold.inherited,
     )
+
+
+def inherited(
+    path: Path, reference: HistoryReference
+) -> tuple[TranscriptHeader, tuple[Message, ...]]:
+    """The parent's header, and the messages a fork's transcript at ``path`` takes from it."""
+    parent = path.with_name(f"{safe_file_name(reference.agent_id)}.jsonl")
+    if not parent.is_file():
+        raise TranscriptError(
+            path,
+            f"this fork's history starts with the first {reference.messages} messages of its "
+            f"parent's transcript {parent}, which is missing: it was moved or deleted, so the "
+            "fork's history cannot be read (keep a tree's transcripts together in one folder)",
+        )
+    source = _parents.read(parent)
+    if reference.lines > len(source.entries):
+        raise TranscriptError(
+            path,
+            f"its history starts at line {reference.lines + 1} of {parent}, "
+            f"which has {len(source.entries) + 1} lines",
+        )
+    history = _replay(source.entries[: reference.lines], source.inherited)
+    if reference.messages > len(history):
+        raise TranscriptError(
+            path,
+            f"its history starts with {reference.messages} messages of {parent}, "
+            f"which held {len(history)} at that point",
+        )
+    return source.header, tuple(history[: reference.messages])
+
+
+class _RecentParents:
+    """Parent transcripts read last, reused while the file is unchanged.
+
+    Reading a tree (``read_tree``, a resume looking for its children) reads
+    each fork's parent again for every fork: once is enough.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._read: OrderedDict[Path, tuple[tuple[int, int], Transcript]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, path: Path) -> Transcript:
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return read_transcript(path)  # raises the usual error
+        version = (stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            known = self._read.get(path)
+        if known is not None and known[0] == version:
+            return known[1]
+        transcript = read_transcript(path)
+        with self._lock:
+            self._read[path] = (version, transcript)
+            while len(self._read) > self._limit:
+                self._read.popitem(last=False)
+        return transcript
+
+
+_parents = _RecentParents(limit=8)
 
 
 class TranscriptTail:
@@ -482,10 +580,14 @@ class TranscriptWriter:
         existing = self._recover()
         self._header = existing.header
         self._history: list[Message] = existing.messages
+        self._lines = max(existing.lines - 1, 0)
+        """Lines after the header: where a fork's ``HistoryReference`` points."""
+        self._gathered: list[_Line] | None = None
         self._closed = False
-        # Created now (private), but not held open: a tree of thousands of agents must not
-        # need a file descriptor each. Every write opens, appends and closes.
-        os.close(os.open(self.path, _APPEND, 0o600))
+        # Created now (private). Not held open for the writer's life: a tree of thousands
+        # of agents must not need a file descriptor each; ``_OPEN_FILES`` keeps the few
+        # written last open, since an agent writes several lines in a row.
+        _OPEN_FILES.append(self.path, b"", fsync=False)
 
     def _recover(self) -> _Fold:
         fold = _Fold(self.path)
@@ -502,12 +604,32 @@ class TranscriptWriter:
     def header_written(self) -> bool:
         return self._header is not None
 
-    def header(self, header: TranscriptHeader) -> None:
-        """Write the header; once per file, before anything else."""
+    def header(self, header: TranscriptHeader, inherited: Sequence[Message] = ()) -> None:
+        """Write the header; once per file, before anything else.
+
+        ``inherited``: the messages ``header.history_from`` refers to, already recorded
+        in the parent's transcript; the next ``sync`` writes only what follows them.
+        """
         if self._header is not None:
             raise TranscriptError(self.path, "already has a header")
         self._write(header)
         self._header = header
+        self._history = list(inherited)
+
+    @property
+    def lines(self) -> int:
+        """Lines written after the header."""
+        return self._lines
+
+    @property
+    def written_header(self) -> TranscriptHeader | None:
+        """The header line as written (None before it is)."""
+        return self._header
+
+    @property
+    def history(self) -> Sequence[Message]:
+        """The history as recorded so far."""
+        return self._history
 
     def message(self, message: Message) -> None:
         """Record a message just appended to the history."""
@@ -522,7 +644,7 @@ class TranscriptWriter:
         message) is recorded with its index. Unchanged messages are found by
         identity, so each call is cheap.
         """
-        keep = _shared_length(self._history, messages)
+        keep = shared_length(self._history, messages)
         lines: list[MessageEntry | TruncateEntry] = [
             MessageEntry(index=keep + offset, message=m) for offset, m in enumerate(messages[keep:])
         ]
@@ -605,6 +727,7 @@ class TranscriptWriter:
     def close(self) -> None:
         with self._lock:
             self._closed = True
+            _OPEN_FILES.release(self.path)
 
     def __enter__(self) -> TranscriptWriter:
         return self
@@ -617,32 +740,84 @@ class TranscriptWriter:
             raise TranscriptError(self.path, "write the header first")
         return self._header
 
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """The lines of the block go to the file in one write at its end (one open, one call)."""
+        if self._gathered is not None:
+            yield
+            return
+        self._gathered = []
+        try:
+            yield
+        finally:
+            gathered, self._gathered = self._gathered, None
+            self._write(*gathered)
+
     def _write(self, *entries: _Line) -> None:
         """All entries in one write call, so a crash tears at most the last line."""
         if not entries:
             return
         if not isinstance(entries[0], TranscriptHeader):
             self._required_header()
+        if self._gathered is not None:
+            self._gathered += entries
+            return
         data = b"".join(e.model_dump_json().encode() + b"\n" for e in entries)
+        lines = len(entries) - isinstance(entries[0], TranscriptHeader)
         with self._lock:
             if self._closed:
                 raise TranscriptError(self.path, "the writer is closed")
-            fd = os.open(self.path, _APPEND, 0o600)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                if self._fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
+            _OPEN_FILES.append(self.path, data, fsync=self._fsync)
+            self._lines += lines
 
 
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 
 
-def _shared_length(old: Sequence[Message], new: Sequence[Message]) -> int:
+class _OpenFiles:
+    """The transcripts written last, kept open (at most ``limit``), the oldest closed first.
+
+    An agent writes a few lines in a row (its header, history and status as it
+    starts; usage, cache report and reply as a response lands): opening the
+    file once for them is most of the cost of a line. The limit keeps a tree of
+    thousands of agents far below any open-file limit.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._open: OrderedDict[Path, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def append(self, path: Path, data: bytes, *, fsync: bool) -> None:
+        """Write ``data`` at the end of ``path`` (whole, retrying short writes)."""
+        with self._lock:
+            fd = self._open.pop(path, None)
+            if fd is None:
+                fd = os.open(path, _APPEND, 0o600)
+            self._open[path] = fd
+            while len(self._open) > self._limit:
+                os.close(self._open.popitem(last=False)[1])
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if fsync:
+                os.fsync(fd)
+
+    def release(self, path: Path) -> None:
+        """Close ``path`` if it is open."""
+        with self._lock:
+            fd = self._open.pop(path, None)
+            if fd is not None:
+                os.close(fd)
+
+
+_OPEN_FILES = _OpenFiles(limit=16)
+
+
+def shared_length(old: Sequence[Message], new: Sequence[Message]) -> int:
     """How many leading messages the two histories have in common."""
+    if len(old) <= len(new) and list(old) == list(new[: len(old)]):
+        return len(old)  # the common case, compared in C (identical messages at once)
     for index, (a, b) in enumerate(zip(old, new, strict=False)):
         if a is not b and a != b:
             return index

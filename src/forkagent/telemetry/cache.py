@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Literal, TypeAlias
 
 from pydantic import TypeAdapter
 
-from ..messages import JsonValue
+from ..messages import JsonValue, Message
 from ..models.base import ModelProfile
 from ..requests import (
     CacheTTL,
@@ -233,7 +234,7 @@ def block_sizes(
     ``known`` is an earlier request and its sizes: when ``request`` extends it,
     only the messages it adds are rendered.
     """
-    if known is None or not extends(known[0], request):
+    if known is None or not _extends_whole(known[0], request):
         return [len(block.data) for block in request_blocks(request)]
     earlier, sizes = known
     added = request.model_copy(
@@ -247,14 +248,42 @@ def extends(previous: ModelRequest, current: ModelRequest) -> bool:
 
     Agents share message objects by reference, so this settles the common case
     without rendering every block twice; anything else goes to ``first_difference``.
+    ``previous`` may end in a cut copy of a message (a family's shared part, see
+    ``shared_part``): its blocks must then be the first blocks of ``current``'s.
     """
-    return (
+    before, after = previous.messages, current.messages
+    if not (
         previous.model == current.model
         and previous.settings == current.settings
         and previous.tools == current.tools
         and previous.system == current.system
-        and len(previous.messages) <= len(current.messages)
-        and all(a is b for a, b in zip(previous.messages, current.messages, strict=False))
+        and len(before) <= len(after)
+    ):
+        return False
+    if not before:
+        return True
+    last = len(before) - 1
+    # Tuples compare item by item in C, each identical item at once (equal ones render alike).
+    return before[:last] == after[:last] and _starts(before[last], after[last])
+
+
+def _extends_whole(previous: ModelRequest, current: ModelRequest) -> bool:
+    """``extends``, with ``previous``'s last message whole (not only its first blocks)."""
+    count = len(previous.messages)
+    return extends(previous, current) and (
+        count == 0 or previous.messages[-1] is current.messages[count - 1]
+    )
+
+
+def _starts(cut: Message, whole: Message) -> bool:
+    """``whole`` is ``cut``, or has the same role and begins with ``cut``'s very blocks."""
+    if cut is whole:
+        return True
+    blocks = cut.content
+    return (
+        cut.role == whole.role
+        and len(blocks) <= len(whole.content)
+        and all(a is b for a, b in zip(blocks, whole.content, strict=False))
     )
 
 
@@ -267,7 +296,8 @@ def _shared_blocks(previous: ModelRequest, difference: Difference | None) -> int
         system = int(bool(previous.system))
     else:
         system = sum(1 for block in previous.system if block.text)
-    return len(previous.tools) + system + sum(len(m.content) for m in previous.messages)
+    contents = map(attrgetter("content"), previous.messages)
+    return len(previous.tools) + system + sum(map(len, contents))
 
 
 def _change_finding(

@@ -257,11 +257,13 @@ def _ready(source: _Sent, sent: _Sent, profile: ModelProfile) -> bool:
     """Whether ``source``'s cache entry could be read when ``sent`` went out.
 
     Only the end of a response is seen, so for providers whose entry appears
-    when the response begins, an answer still in flight counts as not ready.
+    when the response begins, an answer still in flight counts as not ready;
+    where it appears some time after the end (DeepSeek), that time must have passed.
     """
     if profile.warmup == "none":
         return True
-    return source.answered_at is not None and source.answered_at <= sent.sent_at
+    answered = source.answered_at
+    return answered is not None and answered + profile.cache_visible_after <= sent.sent_at
 
 
 def shared_part(request: ModelRequest) -> ModelRequest:

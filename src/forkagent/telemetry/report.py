@@ -166,9 +166,10 @@ def _usage_with_history(transcript: Transcript) -> list[tuple[UsageEntry, tuple[
     """Each usage line with the history its request sent.
 
     A response's usage is recorded before its message is appended, so the
-    history replayed up to a usage line is what that request sent.
+    history replayed up to a usage line is what that request sent (a fork's starts
+    with what it inherited from its parent's transcript).
     """
-    history: list[Message] = []
+    history: list[Message] = list(transcript.inherited)
     out: list[tuple[UsageEntry, tuple[Message, ...]]] = []
     for entry in transcript.entries:
         if isinstance(entry, MessageEntry):
