@@ -415,7 +415,7 @@ def test_siblings_share_the_rendering_of_their_common_messages() -> None:
     first = ModelRequest(model=MODEL, messages=(*history, user("five")))
     second = ModelRequest(model=MODEL, messages=(*history, user("six")))
 
-    a, b = render_request(first), render_request(second)
+    a, b = wire(render_request(first)), wire(render_request(second))
 
     # message 0 is unmarked in both: one shared rendering
     assert a["messages"][0] is b["messages"][0]

@@ -297,7 +297,7 @@ class EmulatorModel(Model):
             )
         self.family = kind
         self.profile = dataclasses.replace(self.adapter.profile, provider=PROVIDER)
-        if kind == "deepseek":  # the delay this emulator was set up with
+        if kind == "deepseek" and self.emulator is not None:  # this emulator's own delay
             delay = self.emulator.settings.deepseek_build_delay
             self.profile = dataclasses.replace(self.profile, cache_visible_after=delay)
 
