@@ -1,0 +1,136 @@
+"""Shipping a worktree to a worker and its work back, with real git (no Ray needed)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from forkagent import TextBlock
+from forkagent.errors import ToolError
+from forkagent.executors._shipping import Changes, PathMap, collect, pack, replay, state, unpack
+from forkagent.state.worktrees import WorktreeError
+
+BINARY = bytes(range(256))
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
+    return done.stdout
+
+
+def make_repo(root: Path) -> Path:
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Test")
+    git(root, "config", "user.email", "test@example.com")
+    git(root, "config", "commit.gpgsign", "false")
+    (root / "shared.txt").write_text("original\n")
+    (root / "gone.txt").write_text("to delete\n")
+    (root / "image.bin").write_bytes(BINARY)
+    (root / ".gitignore").write_text("*.log\n")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "init")
+    return root
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+async def ship(repo: Path, dest: Path) -> str:
+    head, patch = await state(repo)
+    await unpack(await pack(repo, head, patch), "forkagent/child", dest)
+    return head
+
+
+async def test_a_copy_has_the_commit_and_the_uncommitted_changes_not_the_ignored(
+    repo: Path, tmp_path: Path
+) -> None:
+    (repo / "shared.txt").write_text("edited, not committed\n")
+    (repo / "untracked.txt").write_text("new\n")
+    (repo / "build.log").write_text("ignored\n")
+    copy = tmp_path / "copy"
+    head = await ship(repo, copy)
+    assert git(copy, "rev-parse", "HEAD").strip() == head
+    assert git(copy, "branch", "--show-current").strip() == "forkagent/child"
+    assert (copy / "shared.txt").read_text() == "edited, not committed\n"
+    assert (copy / "untracked.txt").read_text() == "new\n"
+    assert (copy / "image.bin").read_bytes() == BINARY
+    assert not (copy / "build.log").exists()
+    assert git(repo, "status", "--porcelain") == " M shared.txt\n?? untracked.txt\n"  # index kept
+
+
+async def test_work_in_a_copy_comes_back_whole(repo: Path, tmp_path: Path) -> None:
+    worktree = tmp_path / "worktree"
+    git(repo, "worktree", "add", "-q", "-b", "forkagent/child", str(worktree))
+    copy = tmp_path / "copy"
+    start = await ship(worktree, copy)
+    (copy / "committed.txt").write_text("in a commit\n")
+    git(copy, "add", "committed.txt")
+    git(copy, "commit", "-q", "-m", "child's commit")
+    (copy / "shared.txt").write_text("changed\n")
+    (copy / "gone.txt").unlink()
+    (copy / "image.bin").write_bytes(BINARY[::-1])
+    (copy / "new.bin").write_bytes(b"\x00\xff" * 50)
+    (copy / "debug.log").write_text("ignored stays behind\n")
+
+    await replay(worktree, start, await collect(copy, start))
+
+    assert git(worktree, "log", "--format=%s", "-1").strip() == "child's commit"
+    assert (worktree / "committed.txt").read_text() == "in a commit\n"
+    assert (worktree / "shared.txt").read_text() == "changed\n"
+    assert not (worktree / "gone.txt").exists()
+    assert (worktree / "image.bin").read_bytes() == BINARY[::-1]
+    assert (worktree / "new.bin").read_bytes() == b"\x00\xff" * 50
+    assert not (worktree / "debug.log").exists()
+    status = sorted(git(worktree, "status", "--porcelain").splitlines())
+    assert status == [" D gone.txt", " M image.bin", " M shared.txt", "?? new.bin"]
+
+
+async def test_an_untouched_copy_brings_nothing_back(repo: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    start = await ship(repo, copy)
+    changes = await collect(copy, start)
+    assert changes == Changes(start, b"", b"")
+
+
+async def test_a_failed_replay_leaves_the_worktree_as_it_was(repo: Path, tmp_path: Path) -> None:
+    worktree = tmp_path / "worktree"
+    git(repo, "worktree", "add", "-q", "-b", "forkagent/child", str(worktree))
+    copy = tmp_path / "copy"
+    start = await ship(worktree, copy)
+    (copy / "later.txt").write_text("a commit\n")
+    git(copy, "add", "later.txt")
+    git(copy, "commit", "-q", "-m", "commit")
+    (copy / "shared.txt").write_text("changed\n")
+    made = await collect(copy, start)
+    # The commit comes back, then the patch fails: the commit must not stay either.
+    broken = Changes(made.head, made.bundle, made.patch.replace(b"-original", b"-other"))
+
+    with pytest.raises(WorktreeError, match="git apply"):
+        await replay(worktree, start, broken)
+
+    assert git(worktree, "rev-parse", "HEAD").strip() == start
+    assert git(worktree, "status", "--porcelain") == ""
+    assert not (worktree / "later.txt").exists()
+
+
+def test_paths_swap_both_ways() -> None:
+    paths = PathMap("/repo/.forkagent/worktrees/fork-1", "/tmp/forkagent-worktrees/fork-1")
+    args = {"file_path": "/repo/.forkagent/worktrees/fork-1/a.py", "n": 3, "list": ["x"]}
+    assert paths.to_worker(args) == {
+        "file_path": "/tmp/forkagent-worktrees/fork-1/a.py",
+        "n": 3,
+        "list": ["x"],
+    }
+    assert paths.to_driver("/tmp/forkagent-worktrees/fork-1/a.py:1: x") == (
+        "/repo/.forkagent/worktrees/fork-1/a.py:1: x"
+    )
+    assert paths.to_driver([TextBlock(text="in /tmp/forkagent-worktrees/fork-1")]) == [
+        TextBlock(text="in /repo/.forkagent/worktrees/fork-1")
+    ]
+    error = paths.error(ToolError("no file /tmp/forkagent-worktrees/fork-1/b.py"))
+    assert str(error) == "no file /repo/.forkagent/worktrees/fork-1/b.py"
