@@ -10,6 +10,7 @@ import pytest
 from forkagent import TextBlock
 from forkagent.errors import ToolError
 from forkagent.executors._shipping import Changes, PathMap, collect, pack, replay, state, unpack
+from forkagent.messages import JsonValue
 from forkagent.state.worktrees import WorktreeError
 
 BINARY = bytes(range(256))
@@ -120,7 +121,7 @@ async def test_a_failed_replay_leaves_the_worktree_as_it_was(repo: Path, tmp_pat
 
 def test_paths_swap_both_ways() -> None:
     paths = PathMap("/repo/.forkagent/worktrees/fork-1", "/tmp/forkagent-worktrees/fork-1")
-    args = {"file_path": "/repo/.forkagent/worktrees/fork-1/a.py", "n": 3, "list": ["x"]}
+    args: JsonValue = {"file_path": "/repo/.forkagent/worktrees/fork-1/a.py", "n": 3, "list": ["x"]}
     assert paths.to_worker(args) == {
         "file_path": "/tmp/forkagent-worktrees/fork-1/a.py",
         "n": 3,
