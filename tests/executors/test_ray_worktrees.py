@@ -1,14 +1,17 @@
-"""Worktree isolation with the children's tools on Ray workers (one machine: a shared disk)."""
+"""Worktree isolation with the children's tools on Ray workers: on a shared disk, or shipped."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from forkagent import Agent, ToolResultBlock
+from forkagent import Agent, RunResult, ToolResultBlock
 from forkagent.emulator import EmulatedRequest, Emulator, Reply, ToolCall, use_emulator
 
 from ._ray import require_ray
@@ -78,3 +81,106 @@ async def test_isolated_children_on_workers_keep_only_real_work(repo: Path) -> N
         b.text for m in result.messages for b in m.content if isinstance(b, ToolResultBlock)
     ]
     assert sum(f"Its changes are kept in worktree {kept}" in text for text in reported) == 1
+
+
+# -- workers that cannot see the driver's worktree: it is shipped to them ------------------
+
+WORKTREE_AT = re.compile(r"isolated git worktree at (\S+), on branch")
+SLUG = re.compile(r"fork-\d+-[0-9a-f]+-[0-9a-f]{8}")
+"""A fork's worktree and branch name: its agent id and a random part."""
+
+
+class ForkPolicy:
+    """The main agent forks an editor and a reader, each in its own worktree; the editor
+    edits a file by its absolute path, writes a new one and runs ``pwd``; every body kept."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[str, list[str]] = {}
+        self.roles: dict[str, str] = {}
+        """Each fork's role, by agent id: told in its first request."""
+
+    def __call__(self, request: EmulatedRequest) -> Reply:
+        agent = request.agent
+        body = json.dumps(request.body, sort_keys=True)
+        last = json.dumps(request.body["messages"][-1])
+        if agent is None or agent.kind == "main":
+            if "tool_result" in last:
+                return Reply(text="Both reported.")
+            return Reply(tool_calls=(self._fork("edit the files"), self._fork("only look")))
+        told = "edit" if "edit the files" in request.last_user_text else "look"
+        role = self.roles.setdefault(agent.id, told)
+        if "toolu_fork_" in last:  # the results of its own calls: it reports
+            self.bodies.setdefault(role, []).append(body)
+            return Reply(text="Done.")
+        self.bodies[role] = [body]
+        match = WORKTREE_AT.search(request.last_user_text)
+        assert match is not None, "the fork is told where its worktree is"
+        root = match.group(1)
+        if role == "look":
+            read = ToolCall("Read", {"file_path": f"{root}/shared.txt"}, id="toolu_fork_read")
+            return Reply(tool_calls=(read,))
+        edit = {"file_path": f"{root}/shared.txt", "old_string": "original", "new_string": "new"}
+        return Reply(
+            tool_calls=(
+                ToolCall("Edit", edit, id="toolu_fork_edit"),
+                ToolCall(
+                    "Write", {"file_path": "notes.md", "content": "notes\n"}, id="toolu_fork_w"
+                ),
+                ToolCall("Bash", {"command": "pwd && cat shared.txt"}, id="toolu_fork_pwd"),
+            )
+        )
+
+    @staticmethod
+    def _fork(prompt: str) -> ToolCall:
+        arguments = {"prompt": prompt, "fork": True, "isolation": "worktree"}
+        return ToolCall("Agent", arguments, id=f"toolu_{prompt.split()[0]}")
+
+    def normalised(self, role: str) -> list[str]:
+        """The role's bodies with the worktree's random name made constant."""
+        return [SLUG.sub("WORKTREE", body) for body in self.bodies[role]]
+
+
+def worktrees(repo: Path) -> list[Path]:
+    listing = git(repo, "worktree", "list", "--porcelain").splitlines()
+    return [
+        Path(line[9:]) for line in listing if line.startswith("worktree ") and line[9:] != str(repo)
+    ]
+
+
+async def run_forks(repo: Path, policy: ForkPolicy, executor: RayExecutor | None) -> RunResult:
+    agent = Agent(model="emulator:claude-sonnet-4-6", cwd=repo, load_agent_files=False)
+    if executor is not None:
+        agent.executor = executor
+    with use_emulator(Emulator(policy=policy)):
+        return await agent.run("Split the work.")
+
+
+async def test_shipped_worktrees_bring_the_forks_work_back(repo: Path) -> None:
+    here = ForkPolicy()
+    await run_forks(repo, here, None)
+    [local] = worktrees(repo)
+    git(repo, "worktree", "remove", "--force", str(local))
+    git(repo, "branch", "-D", git(repo, "branch", "--list", "forkagent/*").strip())
+
+    there = ForkPolicy()
+    async with RayExecutor(ship_worktrees=True) as executor:
+        result = await run_forks(repo, there, executor)
+        assert executor.seeds_put == 1  # both forks start from the same commit: one bundle
+
+    forks = [a for a in result.agents if a.kind == "fork"]
+    assert [a.status for a in forks] == ["completed", "completed"]
+    assert all(a.executor == "ray" and a.worker_pid != os.getpid() for a in forks)
+    [kept] = worktrees(repo)  # the reader's, unchanged, was removed
+    assert (kept / "shared.txt").read_text() == "new\n"
+    assert (kept / "notes.md").read_text() == "notes\n"
+    assert sorted(git(kept, "status", "--porcelain").splitlines()) == [
+        " M shared.txt",
+        "?? notes.md",
+    ]
+    assert (repo / "shared.txt").read_text() == "original\n"  # the parent's checkout untouched
+    # What the forks sent, tool results included (``pwd`` printed the worktree's path, not
+    # the worker's copy), is what they sent in process.
+    for role in ("edit", "look"):
+        assert there.normalised(role) == here.normalised(role)
+    assert str(kept) in there.bodies["edit"][-1]
+    assert tempfile.gettempdir() + "/forkagent-worktrees" not in "".join(there.bodies["edit"])
