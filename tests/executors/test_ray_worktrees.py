@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -184,3 +185,36 @@ async def test_shipped_worktrees_bring_the_forks_work_back(repo: Path) -> None:
         assert there.normalised(role) == here.normalised(role)
     assert str(kept) in there.bodies["edit"][-1]
     assert tempfile.gettempdir() + "/forkagent-worktrees" not in "".join(there.bodies["edit"])
+
+
+async def test_a_cancelled_shipped_child_still_brings_back_what_it_did(
+    repo: Path, tmp_path: Path
+) -> None:
+    """As locally, work done before the cancel is kept in the worktree, whole."""
+    pidfile = tmp_path / "sleeper.pid"
+
+    def policy(request: EmulatedRequest) -> Reply:
+        if "toolu_w" not in json.dumps(request.body["messages"][-1]):
+            write = {"file_path": "notes.md", "content": "before the cancel\n"}
+            return Reply(tool_calls=(ToolCall("Write", write, id="toolu_w"),))
+        sleep = {"command": f"echo $$ > {pidfile}; sleep 300"}
+        return Reply(tool_calls=(ToolCall("Bash", sleep, id="toolu_sleep"),))
+
+    agent = Agent(model="emulator:claude-sonnet-4-6", cwd=repo, load_agent_files=False)
+    async with RayExecutor(ship_worktrees=True, workers=1) as executor:
+        agent.executor = executor
+        with use_emulator(Emulator(policy=policy)):
+            async with agent.session() as session:
+                child = await session.spawn(
+                    "general-purpose", "Write, then wait.", background=True, isolation="worktree"
+                )
+                # Written by the command on the worker: there is no event here to wait on.
+                while not pidfile.exists() or not pidfile.read_text().strip():  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+                child.cancel()
+                result = await child.wait()
+    assert result.status == "cancelled"
+    [kept] = worktrees(repo)
+    assert result.worktree_path == str(kept)
+    assert (kept / "notes.md").read_text() == "before the cancel\n"
+    assert git(kept, "status", "--porcelain") == "?? notes.md\n"
