@@ -67,6 +67,7 @@ async def test_isolated_children_on_workers_keep_only_real_work(repo: Path) -> N
         agent.executor = executor
         with use_emulator(Emulator(policy=_policy)):
             result = await agent.run("Split the work.")
+        assert executor.seeds_put == 0  # "auto": the workers see the driver's disk
     named = [a for a in result.agents if a.kind == "named"]
     assert [a.status for a in named] == ["completed", "completed"]
     assert all(a.executor == "ray" for a in named)

@@ -23,6 +23,7 @@ from ..models import resolve_model
 from ..models.base import CALLER, Caller, Model, ModelResponse, StreamEvent
 from ..models.emulator import EmulatorModel, EmulatorOptions
 from ..requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
+from ..state.worktrees import WorktreeError
 from ..tools.base import Tool, ToolContext, ToolOutput
 from ..tools.environment import PROVIDER_KEYS
 from ..usage import Usage
@@ -183,7 +184,12 @@ class ChildWorker:
         return str(dest)
 
     async def collect_copy(self, name: str, start: str) -> Changes:
-        return await collect(copy_dir(name), start)
+        copy = copy_dir(name)
+        if not copy.is_dir():
+            raise WorktreeError(
+                "its copy of the worktree is gone from its Ray worker (restarted on another node)"
+            )
+        return await collect(copy, start)
 
     def drop_copy(self, name: str) -> None:
         shutil.rmtree(copy_dir(name), ignore_errors=True)

@@ -129,6 +129,7 @@ class RayExecutor:
         self._started_ray = False
         self._starting = asyncio.Lock()
         self._placing = asyncio.Lock()
+        self._packing = asyncio.Lock()
         self._snapshots: dict[tuple[str, int], _Shared] = {}
         self._toolsets: dict[int, _Toolset] = {}
         self._servers: dict[int, LoopServer] = {}
@@ -154,7 +155,9 @@ class RayExecutor:
         with a copy of its worktree when the worker cannot see it.
 
         One child at a time, in the order they started: siblings then send their first
-        requests in the same order as in process, so the same one leads its family.
+        requests in the same order as in process, so the same one leads its family. Copies
+        of worktrees are made after that, side by side (a clone takes a while): those
+        children start as their copies are ready.
         """
         await self.start()
         async with self._placing:
@@ -163,9 +166,9 @@ class RayExecutor:
             local = run.model.local if isinstance(run.model, RemoteModel) else run.model
             recipe = await self._recipe(local)
             run.model = RemoteModel(local, recipe, worker, self._snapshot(run))
-            paths = await self._ship(run.id, worktree, worker) if worktree else None
-            run.rebind_tools(self._remote_tools(run.tools, worker, paths))
-            return Placement(self.name, worker.started_pid)
+        paths = await self._ship(run.id, worktree, worker) if worktree else None
+        run.rebind_tools(self._remote_tools(run.tools, worker, paths))
+        return Placement(self.name, worker.started_pid)
 
     async def release(self, run: AgentRun) -> None:
         """Bring a shipped child's work back into its worktree, all of it or none."""
@@ -282,13 +285,14 @@ class RayExecutor:
     async def _seed(self, path: Path, head: str, patch: bytes) -> ObjectRef[Seed]:
         """The worktree's seed in the object store: put once for the siblings that share it."""
         key = (head, hashlib.sha256(patch).hexdigest())
-        known = self._seeds.get(key)
-        if known is None:
-            if len(self._seeds) >= SEEDS_KEPT:  # children that opened their copy need no ref
-                del self._seeds[next(iter(self._seeds))]
-            known = self._seeds[key] = ray.put(await pack(path, head, patch))
-            self.seeds_put += 1
-        return known
+        async with self._packing:
+            known = self._seeds.get(key)
+            if known is None:
+                if len(self._seeds) >= SEEDS_KEPT:  # children with their copy need no ref
+                    del self._seeds[next(iter(self._seeds))]
+                known = self._seeds[key] = ray.put(await pack(path, head, patch))
+                self.seeds_put += 1
+            return known
 
     def _remote_tools(
         self, tools: tuple[Tool, ...], actor: _Worker, paths: PathMap | None
