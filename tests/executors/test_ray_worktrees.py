@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from forkagent import Agent, RunResult, ToolResultBlock
 from forkagent.emulator import EmulatedRequest, Emulator, Reply, ToolCall, use_emulator
 
+from ._git import git, init_repo
 from ._ray import require_ray
 
 require_ray()  # before the import below, which needs the extra
@@ -23,23 +23,9 @@ from forkagent.executors.ray import RayExecutor  # noqa: E402
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
-    return done.stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Test")
-    git(root, "config", "user.email", "test@example.com")
-    git(root, "config", "commit.gpgsign", "false")
-    (root / "shared.txt").write_text("original\n")
-    git(root, "add", "shared.txt")
-    git(root, "commit", "-q", "-m", "init")
-    return root
+    return init_repo(tmp_path / "repo", {"shared.txt": b"original\n"})
 
 
 def _isolated(prompt: str) -> ToolCall:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,38 +12,39 @@ from forkagent.executors._shipping import Changes, PathMap, collect, pack, repla
 from forkagent.messages import JsonValue
 from forkagent.state.worktrees import WorktreeError
 
+from ._git import git, init_repo
+
 BINARY = bytes(range(256))
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
-    return done.stdout
-
-
-def make_repo(root: Path) -> Path:
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.name", "Test")
-    git(root, "config", "user.email", "test@example.com")
-    git(root, "config", "commit.gpgsign", "false")
-    (root / "shared.txt").write_text("original\n")
-    (root / "gone.txt").write_text("to delete\n")
-    (root / "image.bin").write_bytes(BINARY)
-    (root / ".gitignore").write_text("*.log\n")
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "init")
-    return root
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo")
+    files = {
+        "shared.txt": b"original\n",
+        "gone.txt": b"to delete\n",
+        "image.bin": BINARY,
+        ".gitignore": b"*.log\n",
+    }
+    return init_repo(tmp_path / "repo", files)
 
 
 async def ship(repo: Path, dest: Path) -> str:
     head, patch = await state(repo)
     await unpack(await pack(repo, head, patch), "forkagent/child", dest)
     return head
+
+
+@pytest.fixture
+async def shipped(repo: Path, tmp_path: Path) -> tuple[Path, Path, str]:
+    """A child's worktree, its copy with one commit of the child's, and where both started."""
+    worktree = tmp_path / "worktree"
+    git(repo, "worktree", "add", "-q", "-b", "forkagent/child", str(worktree))
+    copy = tmp_path / "copy"
+    start = await ship(worktree, copy)
+    (copy / "committed.txt").write_text("in a commit\n")
+    git(copy, "add", "committed.txt")
+    git(copy, "commit", "-q", "-m", "child's commit")
+    return worktree, copy, start
 
 
 async def test_a_copy_has_the_commit_and_the_uncommitted_changes_not_the_ignored(
@@ -64,14 +64,8 @@ async def test_a_copy_has_the_commit_and_the_uncommitted_changes_not_the_ignored
     assert git(repo, "status", "--porcelain") == " M shared.txt\n?? untracked.txt\n"  # index kept
 
 
-async def test_work_in_a_copy_comes_back_whole(repo: Path, tmp_path: Path) -> None:
-    worktree = tmp_path / "worktree"
-    git(repo, "worktree", "add", "-q", "-b", "forkagent/child", str(worktree))
-    copy = tmp_path / "copy"
-    start = await ship(worktree, copy)
-    (copy / "committed.txt").write_text("in a commit\n")
-    git(copy, "add", "committed.txt")
-    git(copy, "commit", "-q", "-m", "child's commit")
+async def test_work_in_a_copy_comes_back_whole(shipped: tuple[Path, Path, str]) -> None:
+    worktree, copy, start = shipped
     (copy / "shared.txt").write_text("changed\n")
     (copy / "gone.txt").unlink()
     (copy / "image.bin").write_bytes(BINARY[::-1])
@@ -98,14 +92,10 @@ async def test_an_untouched_copy_brings_nothing_back(repo: Path, tmp_path: Path)
     assert changes == Changes(start, b"", b"")
 
 
-async def test_a_failed_replay_leaves_the_worktree_as_it_was(repo: Path, tmp_path: Path) -> None:
-    worktree = tmp_path / "worktree"
-    git(repo, "worktree", "add", "-q", "-b", "forkagent/child", str(worktree))
-    copy = tmp_path / "copy"
-    start = await ship(worktree, copy)
-    (copy / "later.txt").write_text("a commit\n")
-    git(copy, "add", "later.txt")
-    git(copy, "commit", "-q", "-m", "commit")
+async def test_a_failed_replay_leaves_the_worktree_as_it_was(
+    shipped: tuple[Path, Path, str],
+) -> None:
+    worktree, copy, start = shipped
     (copy / "shared.txt").write_text("changed\n")
     made = await collect(copy, start)
     # The commit comes back, then the patch fails: the commit must not stay either.
@@ -116,7 +106,7 @@ async def test_a_failed_replay_leaves_the_worktree_as_it_was(repo: Path, tmp_pat
 
     assert git(worktree, "rev-parse", "HEAD").strip() == start
     assert git(worktree, "status", "--porcelain") == ""
-    assert not (worktree / "later.txt").exists()
+    assert not (worktree / "committed.txt").exists()
 
 
 def test_paths_swap_both_ways() -> None:
