@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from forkagent import Agent, RunResult, ToolResultBlock
+from forkagent import Agent, RunResult, ToolResultBlock, tool
 from forkagent.emulator import EmulatedRequest, Emulator, Reply, ToolCall, use_emulator
 
 from ._git import git, init_repo
@@ -205,3 +205,44 @@ async def test_a_cancelled_shipped_child_still_brings_back_what_it_did(
     assert result.worktree_path == str(kept)
     assert (kept / "notes.md").read_text() == "before the cancel\n"
     assert git(kept, "status", "--porcelain") == "?? notes.md\n"
+
+
+async def test_a_shipped_child_whose_worker_dies_keeps_its_work(repo: Path, tmp_path: Path) -> None:
+    """A worker restarted on the same node finds the child's copy where it left it."""
+    marker = tmp_path / "died"
+
+    @tool
+    def flaky(text: str) -> str:
+        """Kills its own worker process the first time, then answers."""
+        if not marker.exists():
+            marker.write_text("died once")
+            os._exit(1)
+        return f"survived: {text}"
+
+    def policy(request: EmulatedRequest) -> Reply:
+        agent = request.agent
+        last = json.dumps(request.body["messages"][-1])
+        if agent is None or agent.kind == "main":
+            if "tool_result" in last:
+                return Reply(text="Reported.")
+            fork = {"prompt": "write, then call flaky", "fork": True, "isolation": "worktree"}
+            return Reply(tool_calls=(ToolCall("Agent", fork, id="toolu_fork"),))
+        if "toolu_fork_flaky" in last:
+            return Reply(text="Done.")
+        if "toolu_fork_write" in last:
+            return Reply(tool_calls=(ToolCall("flaky", {"text": "x"}, id="toolu_fork_flaky"),))
+        write = {"file_path": "notes.md", "content": "before the crash\n"}
+        return Reply(tool_calls=(ToolCall("Write", write, id="toolu_fork_write"),))
+
+    agent = Agent(
+        model="emulator:claude-sonnet-4-6", cwd=repo, tools=(flaky,), load_agent_files=False
+    )
+    async with RayExecutor(ship_worktrees=True, workers=1) as executor:
+        agent.executor = executor
+        with use_emulator(Emulator(policy=policy)):
+            result = await agent.run("Go.")
+    [fork] = [a for a in result.agents if a.kind == "fork"]
+    assert marker.exists()  # its worker did die
+    assert fork.status == "completed"
+    [kept] = worktrees(repo)
+    assert (kept / "notes.md").read_text() == "before the crash\n"
