@@ -160,9 +160,8 @@ class ChildWorker:
             self._tools[key] = {t.name: t for t in await ref}
         ctx = ToolContext(cwd=Path(cwd), agent_id=agent_id, tool_use_id=tool_use_id)
         if not ctx.cwd.is_dir():
-            raise ToolError(
-                "this agent's working directory is gone from its Ray worker (the worker was "
-                "restarted on another node, which has no copy of its worktree)"
+            raise ToolError(  # another node without the checkout, or a copy lost with its node
+                "this agent's working directory does not exist on the Ray worker running its tools"
             )
         return await self._tools[key][name].call(args, ctx)
 
