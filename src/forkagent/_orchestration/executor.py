@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..state.worktrees import Worktree
 from .loop import AgentRun
 
 
@@ -32,8 +33,14 @@ class Executor(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def place(self, run: AgentRun) -> Placement:
-        """Make ``run`` do its work where this executor runs it; say where that is."""
+    async def place(self, run: AgentRun, worktree: Worktree | None = None) -> Placement:
+        """Make ``run`` do its work where this executor runs it; say where that is.
+        ``worktree``: the child's own checkout (worktree isolation), on this machine."""
+        ...
+
+    async def release(self, run: AgentRun) -> None:
+        """``run`` has ended, however it ended: bring what it left where it ran (files in
+        its worktree) back here, before the worktree is kept or removed."""
         ...
 
 
@@ -42,8 +49,11 @@ class InProcessExecutor:
 
     name = "in-process"
 
-    async def place(self, run: AgentRun) -> Placement:
+    async def place(self, run: AgentRun, worktree: Worktree | None = None) -> Placement:
         return here()
+
+    async def release(self, run: AgentRun) -> None:
+        """Its work is already here."""
 
 
 def here() -> Placement:

@@ -122,6 +122,8 @@ class PreparedChild:
     isolation: Literal["worktree"] | None = None
     finish: Callable[[], Any] | None = None
     """Async callable returning ``(path, branch)`` of a kept worktree, or None."""
+    worktree: Worktree | None = None
+    """Its own checkout (worktree isolation), which the executor may have to ship."""
     refused: list[str] = field(default_factory=list)
     """Calls an isolated child aimed at the parent's checkout, refused and reported."""
     setup: Callable[[], Awaitable[None]] | None = None
@@ -367,6 +369,7 @@ class Runtime:
         run.cwd = worktree.map_path(parent.cwd)
         run.gates = (*run.gates, confine_to(worktree, child.refused))
         _add_to_last_message(run, worktree_notice(worktree))
+        child.worktree = worktree
 
         async def finish() -> tuple[str, str] | None:
             result = await finish_worktree(worktree)
@@ -512,7 +515,7 @@ class Runtime:
         try:
             if task.cancel_requested:
                 raise asyncio.CancelledError
-            self.placements[run.id] = await self.executor.place(run)
+            self.placements[run.id] = await self.executor.place(run, prepared.worktree)
             outcome = await within_deadline(run.budget, self._drive_child(run))
             status, error = outcome.status, outcome.error
         except asyncio.CancelledError:
@@ -525,6 +528,11 @@ class Runtime:
             for child in self.open_children(run):
                 child.cancel()
             close_pending(run)
+        try:
+            await self.executor.release(run)
+        except Exception as exc:  # its work did not come back: it is not a completed run
+            lost = f"its work could not be brought back: {exc}"
+            status, error = "failed", f"{error}; {lost}" if error else lost
         worktree = await prepared.finish() if prepared.finish else None
         if prepared.teardown is not None:
             await prepared.teardown()

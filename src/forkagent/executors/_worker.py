@@ -10,20 +10,24 @@ child's state, so a restarted worker can take any call again.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import ToolError
 from ..messages import JsonValue, Message, TextBlock
 from ..models import resolve_model
 from ..models.base import CALLER, Caller, Model, ModelResponse, StreamEvent
 from ..models.emulator import EmulatorModel, EmulatorOptions
 from ..requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
+from ..state.worktrees import WorktreeError
 from ..tools.base import Tool, ToolContext, ToolOutput
 from ..tools.environment import PROVIDER_KEYS
 from ..usage import Usage
+from ._shipping import Changes, Seed, collect, copy_dir, unpack
 
 if TYPE_CHECKING:
     from ray import ObjectRef
@@ -155,7 +159,39 @@ class ChildWorker:
         if key not in self._tools:
             self._tools[key] = {t.name: t for t in await ref}
         ctx = ToolContext(cwd=Path(cwd), agent_id=agent_id, tool_use_id=tool_use_id)
+        if not ctx.cwd.is_dir():
+            raise ToolError(  # another node without the checkout, or a copy lost with its node
+                "this agent's working directory does not exist on the Ray worker running its tools"
+            )
         return await self._tools[key][name].call(args, ctx)
+
+    # -- a child's copy of its worktree, when the driver's is out of reach ----------
+
+    def sees(self, path: str, marker: str) -> bool:
+        """Whether the driver's worktree at ``path`` is this one (its ``.git`` file names
+        the worktree's own admin dir, which no other checkout shares)."""
+        try:
+            return (Path(path) / ".git").read_text(encoding="utf-8") == marker
+        except OSError:
+            return False
+
+    async def open_copy(self, seed: list[ObjectRef[Seed]], branch: str, name: str) -> str:
+        """Clone the shipped worktree (once: a retried call finds it) and say where it is."""
+        [ref] = seed
+        dest = copy_dir(name)
+        await unpack(await ref, branch, dest)
+        return str(dest)
+
+    async def collect_copy(self, name: str, start: str) -> Changes:
+        copy = copy_dir(name)
+        if not copy.is_dir():
+            raise WorktreeError(
+                "its copy of the worktree is gone from its Ray worker (restarted on another node)"
+            )
+        return await collect(copy, start)
+
+    def drop_copy(self, name: str) -> None:
+        shutil.rmtree(copy_dir(name), ignore_errors=True)
 
     def _model(self, recipe: ModelRecipe) -> Model:
         if recipe not in self._models:

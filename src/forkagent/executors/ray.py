@@ -20,22 +20,26 @@ through the runtime) and MCP tools (their connection is the driver's).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from .._orchestration.executor import Placement
 from .._orchestration.loop import AgentRun
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ToolError
 from ..messages import JsonValue, Message
 from ..models.base import CALLER, Model, ModelResponse, StreamEvent
 from ..models.emulator import EmulatorModel
 from ..requests import ModelRequest, ToolSpec
+from ..state.worktrees import Worktree
 from ..tools.agent_tool import AgentTool
 from ..tools.base import Tool, ToolContext, ToolOutput
 from ..usage import Usage
+from ._shipping import Changes, PathMap, Seed, pack, replay, state
 from ._worker import SNAPSHOTS_KEPT, ChildWorker, ModelRecipe, Outgoing, Snapshot
 
 try:
@@ -52,6 +56,9 @@ if TYPE_CHECKING:
     from ..emulator.server import LoopServer
 
 T = TypeVar("T")
+SEEDS_KEPT = 4
+"""Shipped worktree seeds kept in the object store for more children (a bundle holds the
+repository's history: a few, not one per family ever seen)."""
 logger = logging.getLogger(__name__)
 
 
@@ -68,6 +75,10 @@ class RayExecutor:
     dies is restarted and the calls it was running are sent again, up to
     ``max_retries`` times. ``emulator_host`` is the address workers reach the
     driver's emulator at (``emulator:`` models), on a cluster the driver's IP.
+    ``ship_worktrees``: whether a child with worktree isolation gets a copy of its
+    worktree on its worker, shipped through the object store (``True``), works in the
+    driver's (``False``: a shared file system), or the first when its worker cannot
+    see the driver's (``"auto"``).
     Use it in one event loop, and ``aclose`` it there (or ``async with``).
     """
 
@@ -84,6 +95,7 @@ class RayExecutor:
         max_retries: int = 3,
         local_cpus: int | None = None,
         emulator_host: str = "127.0.0.1",
+        ship_worktrees: bool | Literal["auto"] = "auto",
     ) -> None:
         if workers < 1:
             raise ConfigurationError(f"RayExecutor(workers={workers}): give 1 or more")
@@ -107,16 +119,22 @@ class RayExecutor:
         self.max_retries = max_retries
         self.local_cpus = local_cpus
         self.emulator_host = emulator_host
+        self.ship_worktrees = ship_worktrees
         self.snapshots_put = 0
         """How many family snapshots went into the object store (one per family)."""
+        self.seeds_put = 0
+        """How many worktree seeds went into the object store (one per family's commit)."""
         self._pool: list[_Worker] = []
         self._turn = 0
         self._started_ray = False
         self._starting = asyncio.Lock()
         self._placing = asyncio.Lock()
+        self._packing = asyncio.Lock()
         self._snapshots: dict[tuple[str, int], _Shared] = {}
         self._toolsets: dict[int, _Toolset] = {}
         self._servers: dict[int, LoopServer] = {}
+        self._seeds: dict[tuple[str, str], ObjectRef[Seed]] = {}
+        self._copies: dict[str, _Copy] = {}
 
     async def __aenter__(self) -> RayExecutor:
         await self.start()
@@ -132,11 +150,14 @@ class RayExecutor:
 
     # -- the Executor protocol ------------------------------------------------
 
-    async def place(self, run: AgentRun) -> Placement:
-        """Bind ``run`` to one worker of the pool: its model and portable tools go there.
+    async def place(self, run: AgentRun, worktree: Worktree | None = None) -> Placement:
+        """Bind ``run`` to one worker of the pool: its model and portable tools go there,
+        with a copy of its worktree when the worker cannot see it.
 
         One child at a time, in the order they started: siblings then send their first
-        requests in the same order as in process, so the same one leads its family.
+        requests in the same order as in process, so the same one leads its family. Copies
+        of worktrees are made after that, side by side (a clone takes a while): those
+        children start as their copies are ready.
         """
         await self.start()
         async with self._placing:
@@ -145,8 +166,23 @@ class RayExecutor:
             local = run.model.local if isinstance(run.model, RemoteModel) else run.model
             recipe = await self._recipe(local)
             run.model = RemoteModel(local, recipe, worker, self._snapshot(run))
-            run.rebind_tools(self._remote_tools(run.tools, worker))
-            return Placement(self.name, worker.started_pid)
+        paths = await self._ship(run.id, worktree, worker) if worktree else None
+        run.rebind_tools(self._remote_tools(run.tools, worker, paths))
+        return Placement(self.name, worker.started_pid)
+
+    async def release(self, run: AgentRun) -> None:
+        """Bring a shipped child's work back into its worktree, all of it or none."""
+        copy = self._copies.pop(run.id, None)
+        if copy is None:
+            return
+        name = copy.worktree.path.name
+        changes: Changes = await _remote(copy.worker.collect_copy(name, copy.start))
+        try:
+            await replay(copy.worktree.path, copy.start, changes)
+        except Exception:
+            logger.warning("%s: its work stays on its worker, in %s", run.id, copy.path)
+            raise
+        copy.worker.drop_copy(name)
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -190,6 +226,8 @@ class RayExecutor:
         self._pool.clear()
         self._snapshots.clear()
         self._toolsets.clear()
+        self._seeds.clear()
+        self._copies.clear()
         for server in self._servers.values():
             await server.stop()
         self._servers.clear()
@@ -230,7 +268,35 @@ class RayExecutor:
         self.snapshots_put += 1
         return known
 
-    def _remote_tools(self, tools: tuple[Tool, ...], actor: _Worker) -> tuple[Tool, ...]:
+    async def _ship(self, run_id: str, worktree: Worktree, worker: _Worker) -> PathMap | None:
+        """A copy of ``worktree`` on ``worker`` when it needs one: where tools then run."""
+        if self.ship_worktrees is False:
+            return None
+        if self.ship_worktrees == "auto":
+            marker = (worktree.path / ".git").read_text(encoding="utf-8")
+            if await _remote(worker.sees(str(worktree.path), marker)):
+                return None
+        head, patch = await state(worktree.path)
+        seed = await self._seed(worktree.path, head, patch)
+        path = await _remote(worker.open_copy(seed, worktree.branch, worktree.path.name))
+        self._copies[run_id] = _Copy(worker, worktree, head, path)
+        return PathMap(str(worktree.path), path)
+
+    async def _seed(self, path: Path, head: str, patch: bytes) -> ObjectRef[Seed]:
+        """The worktree's seed in the object store: put once for the siblings that share it."""
+        key = (head, hashlib.sha256(patch).hexdigest())
+        async with self._packing:
+            known = self._seeds.get(key)
+            if known is None:
+                if len(self._seeds) >= SEEDS_KEPT:  # children with their copy need no ref
+                    del self._seeds[next(iter(self._seeds))]
+                known = self._seeds[key] = ray.put(await pack(path, head, patch))
+                self.seeds_put += 1
+            return known
+
+    def _remote_tools(
+        self, tools: tuple[Tool, ...], actor: _Worker, paths: PathMap | None
+    ) -> tuple[Tool, ...]:
         """The tools with the portable ones run by ``actor``; one object-store copy per set."""
         local = tuple(t.local if isinstance(t, RemoteTool) else t for t in tools)
         known = self._toolsets.get(id(tools))
@@ -239,13 +305,22 @@ class RayExecutor:
             known = (tools, ray.put(portable), frozenset(t.name for t in portable))
             self._toolsets[id(tools)] = known
         _, ref, names = known
-        return tuple(RemoteTool(t, actor, ref) if t.name in names else t for t in local)
+        return tuple(RemoteTool(t, actor, ref, paths) if t.name in names else t for t in local)
 
 
 _Shared = tuple[Snapshot, "ObjectRef[Snapshot]"]
 """A family snapshot and its object-store reference."""
 _Toolset = tuple[tuple[Tool, ...], "ObjectRef[tuple[Tool, ...]]", frozenset[str]]
 """A tool tuple, its portable tools in the object store, and their names."""
+
+
+class _Copy(NamedTuple):
+    """A child's copy of its worktree on a worker, made from the worktree at ``start``."""
+
+    worker: _Worker
+    worktree: Worktree
+    start: str
+    path: str
 
 
 class _Worker:
@@ -285,12 +360,29 @@ class _Worker:
         toolset: ObjectRef[tuple[Tool, ...]],
         name: str,
         args: dict[str, JsonValue],
+        cwd: str,
         ctx: ToolContext,
     ) -> ObjectRef[ToolOutput]:
         ref: ObjectRef[ToolOutput] = self._handle.call_tool.remote(
-            [toolset], name, args, str(ctx.cwd), ctx.agent_id, ctx.tool_use_id
+            [toolset], name, args, cwd, ctx.agent_id, ctx.tool_use_id
         )
         return ref
+
+    def sees(self, path: str, marker: str) -> ObjectRef[bool]:
+        ref: ObjectRef[bool] = self._handle.sees.remote(path, marker)
+        return ref
+
+    def open_copy(self, seed: ObjectRef[Seed], branch: str, name: str) -> ObjectRef[str]:
+        ref: ObjectRef[str] = self._handle.open_copy.remote([seed], branch, name)
+        return ref
+
+    def collect_copy(self, name: str, start: str) -> ObjectRef[Changes]:
+        ref: ObjectRef[Changes] = self._handle.collect_copy.remote(name, start)
+        return ref
+
+    def drop_copy(self, name: str) -> None:
+        """Fire and forget: a copy left behind only takes disk on the worker's node."""
+        self._handle.drop_copy.remote(name)
 
     def kill(self) -> None:
         ray.kill(self._handle)
@@ -368,6 +460,7 @@ class RemoteTool(Tool):
         local: Tool,
         actor: _Worker,
         toolset: ObjectRef[tuple[Tool, ...]],
+        paths: PathMap | None = None,
     ) -> None:
         self.local = local
         self.name = local.name
@@ -375,6 +468,7 @@ class RemoteTool(Tool):
         self.read_only = local.read_only
         self._actor = actor
         self._toolset = toolset
+        self._paths = paths
 
     @property
     def input_schema(self) -> dict[str, JsonValue]:
@@ -384,7 +478,20 @@ class RemoteTool(Tool):
         return self.local.spec()
 
     async def call(self, args: dict[str, JsonValue], ctx: ToolContext) -> ToolOutput:
-        return await _remote(self._actor.call_tool(self._toolset, self.name, args, ctx))
+        """Run on the worker; in a shipped copy, with its paths swapped for the driver's
+        worktree both ways, so the model reads what a local call would give it."""
+        paths = self._paths
+        if paths is None:
+            return await _remote(
+                self._actor.call_tool(self._toolset, self.name, args, str(ctx.cwd), ctx)
+            )
+        moved = {key: paths.to_worker(value) for key, value in args.items()}
+        cwd = paths.worker_text(str(ctx.cwd))
+        try:
+            output = await _remote(self._actor.call_tool(self._toolset, self.name, moved, cwd, ctx))
+        except ToolError as error:
+            raise paths.error(error) from None
+        return paths.to_driver(output)
 
 
 def _portable(tool: Tool) -> bool:
