@@ -7,7 +7,6 @@ are sent with the client's own ``post`` (the SDK sends whatever body it is given
 
 from __future__ import annotations
 
-import copy
 import json
 import typing
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import jsonschema
 import openai
 import pydantic
 import pytest
+from _emu_helpers import CLOSE, changed
 from openai.types.responses import (
     FunctionToolParam,
     Response,
@@ -29,16 +29,7 @@ from forkagent.emulator.responses_rules import COUNT, CREATE
 from forkagent.emulator.schema import ListOf, OneOf, Spec, Tagged
 
 Body = dict[str, Any]
-CLOSE_SCHEMA: Body = {
-    "type": "object",
-    "properties": {
-        "ticket": {"type": "string", "minLength": 3},
-        "reason": {"enum": ["done", "duplicate"]},
-        "notify": {"type": "array", "items": {"type": "string", "format": "email"}},
-    },
-    "required": ["ticket", "reason"],
-    "additionalProperties": False,
-}
+CLOSE_SCHEMA: Body = CLOSE["input_schema"]
 LOOKUP_SCHEMA: Body = {
     "type": "object",
     "properties": {"key": {"type": "string"}},
@@ -54,17 +45,6 @@ OUTPUT: Body = {"type": "function_call_output", "call_id": "call_1", "output": "
 HI: Body = {"role": "user", "content": "hi"}
 
 
-def changed(**fields: Any) -> Body:
-    """``BASE`` with top-level fields replaced (``None`` removes one)."""
-    body = copy.deepcopy(BASE)
-    for key, value in fields.items():
-        if value is None:
-            body.pop(key, None)
-        else:
-            body[key] = value
-    return body
-
-
 def user(*parts: Any) -> Body:
     return {"role": "user", "content": list(parts)}
 
@@ -75,54 +55,54 @@ def schema_format(**fields: Any) -> Body:
 
 # (case, body, status, param, code)
 CASES: list[tuple[str, Body, int, str, str | None]] = [
-    ("unknown top-level field", changed(colour="blue"), 400, "colour", "unknown_parameter"),
+    ("unknown top-level field", changed(BASE, colour="blue"), 400, "colour", "unknown_parameter"),
     (
         "unknown model",
-        changed(model="invalid-model-name"),
+        changed(BASE, model="invalid-model-name"),
         404,
         "model",
         "model_not_found",
     ),
-    ("missing model", changed(model=None), 400, "model", "missing_required_parameter"),
-    ("input of a wrong type", changed(input=42), 400, "input", "invalid_type"),
+    ("missing model", changed(BASE, model=None), 400, "model", "missing_required_parameter"),
+    ("input of a wrong type", changed(BASE, input=42), 400, "input", "invalid_type"),
     (
         "unknown role",
-        changed(input=[{"role": "robot", "content": "hi"}]),
+        changed(BASE, input=[{"role": "robot", "content": "hi"}]),
         400,
         "input[0].role",
         "invalid_value",
     ),
     (
         "message without content",
-        changed(input=[{"role": "user"}]),
+        changed(BASE, input=[{"role": "user"}]),
         400,
         "input[0].content",
         "missing_required_parameter",
     ),
     (
         "unknown field in a message",
-        changed(input=[{"role": "user", "content": "hi", "colour": "blue"}]),
+        changed(BASE, input=[{"role": "user", "content": "hi", "colour": "blue"}]),
         400,
         "input[0].colour",
         "unknown_parameter",
     ),
     (
         "unknown item type",
-        changed(input=[{"type": "video", "url": "x"}]),
+        changed(BASE, input=[{"type": "video", "url": "x"}]),
         400,
         "input[0].type",
         "invalid_value",
     ),
     (
         "chat-style text part",
-        changed(input=[user({"type": "text", "text": "hi"})]),
+        changed(BASE, input=[user({"type": "text", "text": "hi"})]),
         400,
         "input[0].content[0].type",
         "invalid_value",
     ),
     (
         "output_text in a user message",
-        changed(input=[user({"type": "output_text", "text": "hi"})]),
+        changed(BASE, input=[user({"type": "output_text", "text": "hi"})]),
         400,
         "input[0].content[0].type",
         "invalid_value",
@@ -130,10 +110,11 @@ CASES: list[tuple[str, Body, int, str, str | None]] = [
     (
         "input_text in an assistant message",
         changed(
+            BASE,
             input=[
                 user({"type": "input_text", "text": "hi"}),
                 {"role": "assistant", "content": [{"type": "input_text", "text": "hello"}]},
-            ]
+            ],
         ),
         400,
         "input[1].content[0].type",
@@ -141,7 +122,7 @@ CASES: list[tuple[str, Body, int, str, str | None]] = [
     ),
     (
         "input_text without text",
-        changed(input=[user({"type": "input_text"})]),
+        changed(BASE, input=[user({"type": "input_text"})]),
         400,
         "input[0].content[0].text",
         "missing_required_parameter",
@@ -149,7 +130,8 @@ CASES: list[tuple[str, Body, int, str, str | None]] = [
     (
         "image detail out of its values",
         changed(
-            input=[user({"type": "input_image", "image_url": "https://x/a.png", "detail": "max"})]
+            BASE,
+            input=[user({"type": "input_image", "image_url": "https://x/a.png", "detail": "max"})],
         ),
         400,
         "input[0].content[0].detail",
@@ -157,84 +139,84 @@ CASES: list[tuple[str, Body, int, str, str | None]] = [
     ),
     (
         "function_call without call_id",
-        changed(input=[HI, {k: v for k, v in CALL.items() if k != "call_id"}]),
+        changed(BASE, input=[HI, {k: v for k, v in CALL.items() if k != "call_id"}]),
         400,
         "input[1].call_id",
         "missing_required_parameter",
     ),
     (
         "function_call arguments as an object",
-        changed(input=[HI, {**CALL, "arguments": {}}]),
+        changed(BASE, input=[HI, {**CALL, "arguments": {}}]),
         400,
         "input[1].arguments",
         "invalid_type",
     ),
     (
         "function_call_output answering no call",
-        changed(input=[HI, OUTPUT]),
+        changed(BASE, input=[HI, OUTPUT]),
         400,
         "input",
         None,
     ),
     (
         "reasoning item without summary",
-        changed(input=[{"type": "reasoning", "id": "rs_1"}]),
+        changed(BASE, input=[{"type": "reasoning", "id": "rs_1"}]),
         400,
         "input[0].summary",
         "missing_required_parameter",
     ),
     (
         "item_reference without id",
-        changed(input=[{"type": "item_reference"}]),
+        changed(BASE, input=[{"type": "item_reference"}]),
         400,
         "input[0].id",
         "missing_required_parameter",
     ),
     (
         "unknown field in a function tool",
-        changed(tools=[{"type": "function", "name": "lookup", "parameter": {}}]),
+        changed(BASE, tools=[{"type": "function", "name": "lookup", "parameter": {}}]),
         400,
         "tools[0].parameter",
         "unknown_parameter",
     ),
     (
         "function tool without name",
-        changed(tools=[{"type": "function", "parameters": LOOKUP_SCHEMA}]),
+        changed(BASE, tools=[{"type": "function", "parameters": LOOKUP_SCHEMA}]),
         400,
         "tools[0].name",
         "missing_required_parameter",
     ),
     (
         "function name out of its pattern",
-        changed(tools=[{"type": "function", "name": "look up", "parameters": LOOKUP_SCHEMA}]),
+        changed(BASE, tools=[{"type": "function", "name": "look up", "parameters": LOOKUP_SCHEMA}]),
         400,
         "tools[0].name",
         "invalid_value",
     ),
     (
         "chat-style function tool",
-        changed(tools=[{"type": "function", "function": {"name": "lookup"}}]),
+        changed(BASE, tools=[{"type": "function", "function": {"name": "lookup"}}]),
         400,
         "tools[0].name",
         "missing_required_parameter",
     ),
     (
         "unknown tool type",
-        changed(tools=[{"type": "browser"}]),
+        changed(BASE, tools=[{"type": "browser"}]),
         400,
         "tools[0].type",
         "invalid_value",
     ),
     (
         "tool_choice naming a missing function",
-        changed(tools=TOOLS, tool_choice={"type": "function", "name": "reopen"}),
+        changed(BASE, tools=TOOLS, tool_choice={"type": "function", "name": "reopen"}),
         400,
         "tool_choice",
         "invalid_value",
     ),
     (
         "tool_choice any (Anthropic's word)",
-        changed(tools=TOOLS, tool_choice="any"),
+        changed(BASE, tools=TOOLS, tool_choice="any"),
         400,
         "tool_choice",
         "invalid_value",
@@ -242,6 +224,7 @@ CASES: list[tuple[str, Body, int, str, str | None]] = [
     (
         "allowed_tools listing a missing function",
         changed(
+            BASE,
             tools=TOOLS,
             tool_choice={
                 "type": "allowed_tools",
@@ -255,107 +238,119 @@ CASES: list[tuple[str, Body, int, str, str | None]] = [
     ),
     (
         "json_schema without schema",
-        changed(text={"format": {"type": "json_schema", "name": "ticket"}}),
+        changed(BASE, text={"format": {"type": "json_schema", "name": "ticket"}}),
         400,
         "text.format.schema",
         "missing_required_parameter",
     ),
     (
         "json_schema without name",
-        changed(text={"format": {"type": "json_schema", "schema": CLOSE_SCHEMA}}),
+        changed(BASE, text={"format": {"type": "json_schema", "schema": CLOSE_SCHEMA}}),
         400,
         "text.format.name",
         "missing_required_parameter",
     ),
     (
         "json_schema name out of its pattern",
-        changed(text=schema_format(name="a ticket")),
+        changed(BASE, text=schema_format(name="a ticket")),
         400,
         "text.format.name",
         "invalid_value",
     ),
     (
         "chat-style response_format",
-        changed(response_format={"type": "json_object"}),
+        changed(BASE, response_format={"type": "json_object"}),
         400,
         "response_format",
         "unknown_parameter",
     ),
     (
         "json_object without the word json",
-        changed(text={"format": {"type": "json_object"}}),
+        changed(BASE, text={"format": {"type": "json_object"}}),
         400,
         "input",
         "invalid_value",
     ),
     (
         "unknown text format",
-        changed(text={"format": {"type": "yaml"}}),
+        changed(BASE, text={"format": {"type": "yaml"}}),
         400,
         "text.format.type",
         "invalid_value",
     ),
     (
         "unknown reasoning effort",
-        changed(model="gpt-5", reasoning={"effort": "extreme"}),
+        changed(BASE, model="gpt-5", reasoning={"effort": "extreme"}),
         400,
         "reasoning.effort",
         "invalid_value",
     ),
     (
         "reasoning effort on a model that does not reason",
-        changed(model="gpt-4o", reasoning={"effort": "low"}),
+        changed(BASE, model="gpt-4o", reasoning={"effort": "low"}),
         400,
         "reasoning.effort",
         "unsupported_parameter",
     ),
     (
         "temperature on a reasoning model",
-        changed(model="gpt-5", temperature=0.2),
+        changed(BASE, model="gpt-5", temperature=0.2),
         400,
         "temperature",
         "unsupported_parameter",
     ),
     (
         "temperature above 2",
-        changed(temperature=3),
+        changed(BASE, temperature=3),
         400,
         "temperature",
         "integer_above_max_value",
     ),
-    ("top_p below 0", changed(top_p=-0.1), 400, "top_p", "decimal_below_min_value"),
+    ("top_p below 0", changed(BASE, top_p=-0.1), 400, "top_p", "decimal_below_min_value"),
     (
         "max_output_tokens below 16",
-        changed(max_output_tokens=8),
+        changed(BASE, max_output_tokens=8),
         400,
         "max_output_tokens",
         "integer_below_min_value",
     ),
     (
         "max_output_tokens as a string",
-        changed(max_output_tokens="100"),
+        changed(BASE, max_output_tokens="100"),
         400,
         "max_output_tokens",
         "invalid_type",
     ),
     (
         "chat-style max_tokens",
-        changed(max_tokens=100),
+        changed(BASE, max_tokens=100),
         400,
         "max_tokens",
         "unknown_parameter",
     ),
-    ("unknown include", changed(include=["everything"]), 400, "include[0]", "invalid_value"),
-    ("unknown truncation", changed(truncation="sometimes"), 400, "truncation", "invalid_value"),
+    ("unknown include", changed(BASE, include=["everything"]), 400, "include[0]", "invalid_value"),
+    (
+        "unknown truncation",
+        changed(BASE, truncation="sometimes"),
+        400,
+        "truncation",
+        "invalid_value",
+    ),
     (
         "unknown cache retention",
-        changed(prompt_cache_retention="forever"),
+        changed(BASE, prompt_cache_retention="forever"),
         400,
         "prompt_cache_retention",
         "invalid_value",
     ),
-    ("metadata value not a string", changed(metadata={"k": 1}), 400, "metadata.k", "invalid_type"),
-    ("store as a string", changed(store="yes"), 400, "store", "invalid_type"),
+    (
+        "metadata value not a string",
+        changed(BASE, metadata={"k": 1}),
+        400,
+        "metadata.k",
+        "invalid_type",
+    ),
+    ("store as a string", changed(BASE, store="yes"), 400, "store", "invalid_type"),
 ]
 
 
@@ -549,10 +544,12 @@ def test_reasoning_models_reason_first(oai: openai.OpenAI) -> None:
 
 def test_a_registered_model_id_is_served(emu: Emulator, oai: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError):
-        oai.responses.create(model="house-model", input="hi")
-    emu.register_model("house-model")
+        oai.responses.create(model="house-responses-model", input="hi")
+    emu.register_model("house-responses-model")
     reply = oai.post(
-        "/responses", body={"model": "house-model", "input": "hi", "top_k": 5}, cast_to=object
+        "/responses",
+        body={"model": "house-responses-model", "input": "hi", "top_k": 5},
+        cast_to=object,
     )
     assert isinstance(reply, dict)
     assert reply["status"] == "completed"

@@ -336,16 +336,28 @@ def _check_options(body: Json) -> None:
             param="top_logprobs",
             code="invalid_value",
         )
-    response_format = body.get("response_format") or {}
-    if response_format.get("type") == "json_schema":
-        name = response_format["json_schema"]["name"]
-        if not NAME.fullmatch(name):
-            raise pattern_error("response_format.json_schema.name")
-    if response_format.get("type") == "json_object" and "json" not in _all_text(body).lower():
+    response_format = as_dict(body.get("response_format"))
+    check_format(
+        response_format.get("type"),
+        as_dict(response_format.get("json_schema")).get("name"),
+        ("response_format", "response_format.json_schema.name"),
+        ("messages", _all_text(body)),
+    )
+
+
+def check_format(
+    kind: object, name: object, params: tuple[str, str], prompt: tuple[str, str]
+) -> None:
+    """A ``json_schema`` format's name follows the pattern; JSON mode needs the word 'json'
+    in the prompt. ``params`` are the format's and its name's, ``prompt`` the prompt's
+    param and its text."""
+    if kind == "json_schema" and not NAME.fullmatch(str(name)):
+        raise pattern_error(params[1])
+    if kind == "json_object" and "json" not in prompt[1].lower():
         raise invalid(
-            "'messages' must contain the word 'json' in some form, to use 'response_format' "
+            f"'{prompt[0]}' must contain the word 'json' in some form, to use '{params[0]}' "
             "of type 'json_object'.",
-            param="messages",
+            param=prompt[0],
             code="invalid_value",
         )
 

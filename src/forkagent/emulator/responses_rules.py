@@ -24,6 +24,7 @@ from .chat_rules import (
     BREAKPOINT,
     NAME,
     NO_REASONING,
+    check_format,
     forced,
     function_name,
     is_reasoning,
@@ -399,15 +400,8 @@ def _check_tools(body: Json) -> None:
 def _check_text(body: Json) -> None:
     """A schema's name follows the pattern; JSON mode needs the word 'json' in the prompt."""
     format = as_dict(as_dict(body.get("text")).get("format"))
-    if format.get("type") == "json_schema" and not NAME.fullmatch(format["name"]):
-        raise pattern_error("text.format.name")
-    if format.get("type") == "json_object" and "json" not in _prompt_text(body).lower():
-        raise invalid(
-            "Response input messages must contain the word 'json' in some form to use "
-            "'text.format' of type 'json_object'.",
-            param="input",
-            code="invalid_value",
-        )
+    params = ("text.format", "text.format.name")
+    check_format(format.get("type"), format.get("name"), params, ("input", _prompt_text(body)))
 
 
 def _prompt_text(body: Json) -> str:
