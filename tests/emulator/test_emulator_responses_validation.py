@@ -159,6 +159,13 @@ CASES: list[tuple[str, Body, int, str, str | None]] = [
         None,
     ),
     (
+        "function_call left unanswered",
+        changed(BASE, input=[HI, CALL, {"role": "user", "content": "go on"}]),
+        400,
+        "input",
+        None,
+    ),
+    (
         "reasoning item without summary",
         changed(BASE, input=[{"type": "reasoning", "id": "rs_1"}]),
         400,
@@ -420,6 +427,7 @@ LENIENT = [
     "unknown top-level field",
     "unknown model",
     "unknown field in a message",
+    "function_call left unanswered",
     "unknown tool type",
     "tool_choice naming a missing function",
     "json_schema name out of its pattern",

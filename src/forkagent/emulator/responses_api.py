@@ -178,7 +178,7 @@ class _Prompt:
             raise _param_error(
                 "Missing required parameter: 'input'.", "input", "missing_required_parameter"
             )
-        _check_calls(self.context)
+        _check_calls(self.context, answered=not api.catalog.lenient)
         self.tools = optional(body, "tools", list) or []
         self.instructions = optional(body, "instructions", (str, list))
         self.mode, self.ttl = cache_options(body)
@@ -262,12 +262,13 @@ def _as_item(item: Any) -> Json:
     return {"type": kind, **item}
 
 
-def _check_calls(items: list[Json]) -> None:
-    """Every ``function_call_output`` answers a ``function_call`` before it."""
-    called: set[str] = set()
+def _check_calls(items: list[Json], *, answered: bool) -> None:
+    """Every ``function_call_output`` answers a ``function_call`` before it; ``answered``:
+    and every call is answered (strict mode; the API says both with ``code`` null)."""
+    called: dict[str, bool] = {}
     for item in items:
         if item["type"] == "function_call":
-            called.add(str(require(item, "call_id", str)))
+            called[str(require(item, "call_id", str))] = False
         elif item["type"] == "function_call_output":
             call_id = require(item, "call_id", str)
             if call_id not in called:
@@ -275,6 +276,10 @@ def _check_calls(items: list[Json]) -> None:
                     f"No tool call found for function call output with call_id {call_id}.",
                     "input",
                 )
+            called[call_id] = True
+    unanswered = [call_id for call_id, done in called.items() if not done]
+    if answered and unanswered:
+        raise _param_error(f"No tool output found for function call {unanswered[0]}.", "input")
 
 
 def _item_parts(index: int, item: Json, ttl: str | None, *, label: str = "input") -> list[Part]:
