@@ -17,7 +17,6 @@ docs/emulator.md, Validation): a function tool without ``parameters`` or
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from .catalog import Catalog
 from .chat_rules import (
@@ -350,6 +349,8 @@ def check_count(body: Json, catalog: Catalog) -> None:
 
 
 def _check(body: Json, catalog: Catalog, spec: Obj, local: Obj) -> None:
+    """The schema (``local`` for registered ids outside OpenAI's naming), the model id,
+    then the rules between fields."""
     model = body.get("model")
     own = not isinstance(model, str) or catalog.in_scheme("openai", model)
     check_or(body, spec if own else local, reworded)
@@ -433,14 +434,14 @@ def contract(body: Json) -> Contract:
         if format.get("type") == "json_schema"
         else None,
         json_object=format.get("type") == "json_object",
-        thinking=thinks(body),
+        thinking=_reasons(body),
     )
 
 
-def thinks(body: Json) -> bool:
+def _reasons(body: Json) -> bool:
     """Whether the model reasons: a reasoning model unless ``effort`` is ``none``, any model
     given an ``effort``."""
-    effort: Any = as_dict(body.get("reasoning")).get("effort")
+    effort = as_dict(body.get("reasoning")).get("effort")
     if effort is not None:
         return bool(effort != "none")
     return _THINKS.match(str(body.get("model"))) is not None
