@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import urllib.error
 import urllib.request
@@ -63,6 +64,20 @@ def turns(count: int, *, mark: Literal["none", "last", "all"] = "none") -> list[
     return out
 
 
+CLOSE: dict[str, Any] = {
+    "name": "close",
+    "description": "Close a ticket.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "ticket": {"type": "string", "minLength": 3},
+            "reason": {"enum": ["done", "duplicate"]},
+            "notify": {"type": "array", "items": {"type": "string", "format": "email"}},
+        },
+        "required": ["ticket", "reason"],
+        "additionalProperties": False,
+    },
+}
 TOOL: ToolParam = {
     "name": "lookup",
     "description": "Look a ticket up.",
@@ -97,3 +112,14 @@ def http(
     except urllib.error.HTTPError as error:
         with error:
             return error.code, dict(error.headers), json.loads(error.read())
+
+
+def changed(base: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """``base`` with top-level fields replaced (``None`` removes one)."""
+    body = copy.deepcopy(base)
+    for key, value in fields.items():
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value
+    return body

@@ -11,7 +11,7 @@ import jsonschema
 import openai
 import pydantic
 import pytest
-from _emu_helpers import OPUS_41, TOOL
+from _emu_helpers import CLOSE, OPUS_41, TOOL
 from google import genai
 from google.genai import errors, types
 from hypothesis import given
@@ -20,20 +20,6 @@ from hypothesis import strategies as st
 from forkagent.emulator import Emulator
 from forkagent.emulator.sample import sample
 
-CLOSE: dict[str, Any] = {
-    "name": "close",
-    "description": "Close a ticket.",
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "ticket": {"type": "string", "minLength": 3},
-            "reason": {"enum": ["done", "duplicate"]},
-            "notify": {"type": "array", "items": {"type": "string", "format": "email"}},
-        },
-        "required": ["ticket", "reason"],
-        "additionalProperties": False,
-    },
-}
 HELLO: list[Any] = [{"role": "user", "content": "Close ticket A."}]
 
 

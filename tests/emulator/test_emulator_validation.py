@@ -7,14 +7,13 @@ are raw HTTP, because google-genai checks its types before sending.
 
 from __future__ import annotations
 
-import copy
 import typing
 from typing import Any
 
 import anthropic
 import openai
 import pytest
-from _emu_helpers import OPUS_41, TOOL, http
+from _emu_helpers import OPUS_41, TOOL, changed, http
 
 from forkagent.emulator import Emulator, Latency, RunningServer, anthropic_rules, chat_rules
 from forkagent.emulator.schema import ListOf, Obj, OneOf, Tagged
@@ -27,17 +26,6 @@ CLAUDE: Body = {
     "max_tokens": 2048,
     "messages": [{"role": "user", "content": "hello"}],
 }
-
-
-def changed(base: Body, **fields: Any) -> Body:
-    """``base`` with top-level fields replaced (``None`` removes one)."""
-    body = copy.deepcopy(base)
-    for key, value in fields.items():
-        if value is None:
-            body.pop(key, None)
-        else:
-            body[key] = value
-    return body
 
 
 def said(*content: Any, role: str = "user") -> list[Body]:

@@ -2,8 +2,9 @@
 
 The richest request the helpers build (system blocks, two tools, tool calls and
 results with images, thinking and redacted thinking, stop sequences, breakpoints)
-is rendered by each adapter for each family, streaming and not, with the
-settings that family takes, and sent to a strict emulator.
+is rendered by each adapter (OpenAI's on both Chat Completions and the Responses API)
+for each family, streaming and not, with the settings that family takes, and sent to a
+strict emulator.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from forkagent.emulator import Emulator, Latency
-from forkagent.models import anthropic, gemini, openai
+from forkagent.models import anthropic, gemini, openai, openai_responses
 from forkagent.models.compat import DASHSCOPE, DEEPSEEK
 from forkagent.requests import ModelRequest
 
@@ -29,6 +30,14 @@ def _anthropic(request: ModelRequest, stream: bool) -> Render:
 def _chat(dialect: openai.ChatDialect) -> Any:
     def render(request: ModelRequest, stream: bool) -> Render:
         return "/v1/chat/completions", openai.render_request(request, dialect, stream=stream)
+
+    return render
+
+
+def _responses(*, chain: bool) -> Any:
+    def render(request: ModelRequest, stream: bool) -> Render:
+        body = openai_responses.render_request(request, stream=stream, chain=chain)
+        return "/v1/responses", body
 
     return render
 
@@ -54,6 +63,17 @@ CASES = [
     ),
     ("qwen-plus", {}, _chat(DASHSCOPE)),
     ("deepseek-chat", {}, _chat(DEEPSEEK)),
+    ("gpt-4o", {"stop_sequences": ()}, _responses(chain=False)),
+    (
+        "gpt-5-mini",
+        {"thinking": THINKING, "temperature": None, "stop_sequences": (), "tool_choice": "any"},
+        _responses(chain=False),
+    ),
+    (
+        "o4-mini",
+        {"temperature": None, "stop_sequences": (), "tool_choice": "lookup"},
+        _responses(chain=True),
+    ),
     ("gemini-2.5-flash", {}, _gemini),
     ("gemini-2.5-pro", {"thinking": THINKING}, _gemini),
 ]

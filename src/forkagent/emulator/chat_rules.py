@@ -45,18 +45,20 @@ from .schema import (
 )
 from .wire import Json, as_dict, dicts
 
-_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _REASONING = re.compile(
     r"o\d(?:-[a-z0-9.]+)*|gpt-5(?:-(?:mini|nano|pro|codex))?(?:-\d{4}-\d{2}-\d{2})?"
 )
 """Reasoning models that take neither sampling settings nor ``max_tokens`` (the newer gpt-5.x
 releases take ``temperature`` with reasoning off, so they are not in this list)."""
-_NO_REASONING = re.compile(r"gpt-4|gpt-3\.5|chatgpt-4o")
+NO_REASONING = re.compile(r"gpt-4|gpt-3\.5|chatgpt-4o")
 """Models that refuse ``reasoning_effort``."""
 
 
+BREAKPOINT = obj("mode", mode=enum("explicit"), ttl=enum("30m", "12h"))
+"""OpenAI's explicit cache breakpoint on a content part (both of its APIs)."""
 _MARKERS: dict[str, Spec] = {
-    "prompt_cache_breakpoint": obj("mode", mode=enum("explicit"), ttl=enum("30m", "12h")),
+    "prompt_cache_breakpoint": BREAKPOINT,
     "cache_control": obj("type", type=enum("ephemeral")),
 }
 """A content part's cache breakpoint: OpenAI's explicit breakpoints, DashScope's markers."""
@@ -215,7 +217,7 @@ def check_create(body: Json, profile: ChatProfile, catalog: Catalog) -> None:
     local = isinstance(model, str) and not catalog.in_scheme("openai", model)
     openai = profile == "openai" and not local
     spec = CREATE if openai else _DASHSCOPE if profile == "dashscope" else _COMPATIBLE
-    check_or(body, spec, _reworded)
+    check_or(body, spec, reworded)
     catalog.require("openai", body["model"])
     if openai:
         _check_model_fit(body)
@@ -230,7 +232,7 @@ def _param(path: Path) -> str:
     return out
 
 
-def _reworded(error: SchemaError) -> ApiError:
+def reworded(error: SchemaError) -> ApiError:
     """A schema error in OpenAI's words and codes."""
     param = _param(error.path)
     problem = error.problem
@@ -312,7 +314,7 @@ def _check_model_fit(body: Json) -> None:
                 param="stop",
                 code="unsupported_parameter",
             )
-    elif _NO_REASONING.match(model) and body.get("reasoning_effort") is not None:
+    elif NO_REASONING.match(model) and body.get("reasoning_effort") is not None:
         raise invalid(
             "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
             param="reasoning_effort",
@@ -334,16 +336,28 @@ def _check_options(body: Json) -> None:
             param="top_logprobs",
             code="invalid_value",
         )
-    response_format = body.get("response_format") or {}
-    if response_format.get("type") == "json_schema":
-        name = response_format["json_schema"]["name"]
-        if not _NAME.fullmatch(name):
-            raise _pattern("response_format.json_schema.name")
-    if response_format.get("type") == "json_object" and "json" not in _all_text(body).lower():
+    response_format = as_dict(body.get("response_format"))
+    check_format(
+        response_format.get("type"),
+        as_dict(response_format.get("json_schema")).get("name"),
+        ("response_format", "response_format.json_schema.name"),
+        ("messages", _all_text(body)),
+    )
+
+
+def check_format(
+    kind: object, name: object, params: tuple[str, str], prompt: tuple[str, str]
+) -> None:
+    """A ``json_schema`` format's name follows the pattern; JSON mode needs the word 'json'
+    in the prompt. ``params`` are the format's and its name's, ``prompt`` the prompt's
+    param and its text."""
+    if kind == "json_schema" and not NAME.fullmatch(str(name)):
+        raise pattern_error(params[1])
+    if kind == "json_object" and "json" not in prompt[1].lower():
         raise invalid(
-            "'messages' must contain the word 'json' in some form, to use 'response_format' "
+            f"'{prompt[0]}' must contain the word 'json' in some form, to use '{params[0]}' "
             "of type 'json_object'.",
-            param="messages",
+            param=prompt[0],
             code="invalid_value",
         )
 
@@ -359,7 +373,7 @@ def _all_text(body: Json) -> str:
     return "\n".join(texts)
 
 
-def _pattern(param: str) -> ApiError:
+def pattern_error(param: str) -> ApiError:
     return invalid(
         f"Invalid '{param}': string does not match pattern. Expected a string that matches "
         "the pattern '^[a-zA-Z0-9_-]{1,64}$'.",
@@ -375,8 +389,8 @@ def _check_tools(body: Json) -> None:
         if tool["type"] != "function":
             continue
         name = tool["function"]["name"]
-        if not _NAME.fullmatch(name):
-            raise _pattern(f"tools[{i}].function.name")
+        if not NAME.fullmatch(name):
+            raise pattern_error(f"tools[{i}].function.name")
         names.add(name)
     for field in ("tool_choice", "parallel_tool_calls"):
         if field in body and not tools:
@@ -390,12 +404,16 @@ def _check_tools(body: Json) -> None:
     if isinstance(choice, dict) and choice["type"] == "function":
         name = choice["function"]["name"]
         if name not in names:
-            raise invalid(
-                f"Invalid value for 'tool_choice': function '{name}' is not among the "
-                "functions in 'tools'.",
-                param="tool_choice",
-                code="invalid_value",
-            )
+            raise not_in_tools("function", name)
+
+
+def not_in_tools(kind: str, name: str) -> ApiError:
+    """A ``tool_choice`` naming a tool the request does not declare."""
+    return invalid(
+        f"Invalid value for 'tool_choice': {kind} '{name}' is not among the {kind}s in 'tools'.",
+        param="tool_choice",
+        code="invalid_value",
+    )
 
 
 def contract(body: Json, profile: ChatProfile) -> Contract:
@@ -410,7 +428,7 @@ def contract(body: Json, profile: ChatProfile) -> Contract:
     response_format = as_dict(body.get("response_format"))
     schema = as_dict(response_format.get("json_schema")).get("schema")
     return Contract(
-        forced_tools=_forced(body.get("tool_choice"), tuple(tools)),
+        forced_tools=forced(body.get("tool_choice"), tuple(tools)),
         tool_schemas=tools,
         output_schema=as_dict(schema) if response_format.get("type") == "json_schema" else None,
         json_object=response_format.get("type") == "json_object",
@@ -418,20 +436,26 @@ def contract(body: Json, profile: ChatProfile) -> Contract:
     )
 
 
-def _forced(choice: Any, names: tuple[str, ...]) -> tuple[str, ...]:
+def forced(choice: Any, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The functions a ``tool_choice`` forces, on Chat Completions and the Responses API
+    alike (which name a function as ``function.name`` and as ``name``, and nest
+    ``allowed_tools`` or not)."""
     if choice == "required":
         return names
     choice = as_dict(choice)
     if choice.get("type") == "function":
-        return (str(as_dict(choice.get("function")).get("name")),)
-    allowed = as_dict(choice.get("allowed_tools"))
+        return (function_name(choice),)
+    allowed = as_dict(choice.get("allowed_tools")) or choice
     if choice.get("type") == "allowed_tools" and allowed.get("mode") == "required":
-        listed = [
-            as_dict(t.get("function")).get("name", t.get("name"))
-            for t in dicts(allowed.get("tools"))
-        ]
-        return tuple(str(n) for n in listed if n in names)
+        listed = [function_name(t) for t in dicts(allowed.get("tools"))]
+        return tuple(n for n in listed if n in names)
     return ()
+
+
+def function_name(named: Json) -> str:
+    """A function's name, as Chat Completions (``function.name``) or Responses (``name``)
+    spell it."""
+    return str(as_dict(named.get("function")).get("name", named.get("name")))
 
 
 def _reasons(body: Json, profile: ChatProfile) -> bool:

@@ -104,7 +104,7 @@ class Emulator:
         self.catalog = Catalog(lenient=lenient)
         self._anthropic = AnthropicApi(self._blocks, self.catalog)
         self._chat = ChatApi(self._blocks, self._prefixes, self.settings, self.catalog)
-        self._responses = ResponsesApi(self._chat)
+        self._responses = ResponsesApi(self._chat, self.catalog)
         self._gemini = GeminiApi(self._prefixes, self.settings, self.clock, self.catalog)
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()

@@ -17,15 +17,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import re
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from . import tokens
+from . import responses_rules, tokens
 from .cache import CacheResult, Layer
+from .catalog import Catalog
 from .chat_api import breakpoint_ttl, cache_options
 from .errors import ApiError
 from .openai_cache import OpenAICaches, OpenAICacheTurn, Part, cache_part
@@ -42,11 +42,7 @@ from .wire import (
     require,
 )
 
-MIN_OUTPUT_TOKENS = 16
-"""The API refuses a smaller ``max_output_tokens``."""
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
-_REASONING_MODELS = re.compile(r"o\d|gpt-5(?!-chat)")
-"""Models that reason unless told ``reasoning.effort: "none"``."""
 _ROLES = ("user", "assistant", "system", "developer")
 _MARKER = "prompt_cache_breakpoint"
 _SEAL_KEY = b"forkagent-emulator-reasoning"
@@ -69,8 +65,9 @@ class _Stored:
 class ResponsesApi:
     """Stored responses (and their items) of the Responses routes, over OpenAI's caches."""
 
-    def __init__(self, caches: OpenAICaches) -> None:
+    def __init__(self, caches: OpenAICaches, catalog: Catalog) -> None:
         self.caches = caches
+        self.catalog = catalog
         self._responses: OrderedDict[str, _Stored] = OrderedDict()
         self._items: dict[str, Json] = {}
         self._lock = threading.Lock()
@@ -80,6 +77,8 @@ class ResponsesApi:
 
     def input_tokens(self, call: Call) -> Json:
         """``POST /v1/responses/input_tokens``: what the request's prompt would count."""
+        if not self.catalog.lenient:
+            responses_rules.check_count(call.body, self.catalog)
         prompt = _Prompt(self, call.body, counting=True)
         return {"object": "response.input_tokens", "input_tokens": prompt.tokens}
 
@@ -179,7 +178,7 @@ class _Prompt:
             raise _param_error(
                 "Missing required parameter: 'input'.", "input", "missing_required_parameter"
             )
-        _check_calls(self.context)
+        _check_calls(self.context, answered=not api.catalog.lenient)
         self.tools = optional(body, "tools", list) or []
         self.instructions = optional(body, "instructions", (str, list))
         self.mode, self.ttl = cache_options(body)
@@ -263,12 +262,13 @@ def _as_item(item: Any) -> Json:
     return {"type": kind, **item}
 
 
-def _check_calls(items: list[Json]) -> None:
-    """Every ``function_call_output`` answers a ``function_call`` before it."""
-    called: set[str] = set()
+def _check_calls(items: list[Json], *, answered: bool) -> None:
+    """Every ``function_call_output`` answers a ``function_call`` before it; ``answered``:
+    and every call is answered (strict mode; the API says both with ``code`` null)."""
+    called: dict[str, bool] = {}
     for item in items:
         if item["type"] == "function_call":
-            called.add(str(require(item, "call_id", str)))
+            called[str(require(item, "call_id", str))] = False
         elif item["type"] == "function_call_output":
             call_id = require(item, "call_id", str)
             if call_id not in called:
@@ -276,6 +276,10 @@ def _check_calls(items: list[Json]) -> None:
                     f"No tool call found for function call output with call_id {call_id}.",
                     "input",
                 )
+            called[call_id] = True
+    unanswered = [call_id for call_id, done in called.items() if not done]
+    if answered and unanswered:
+        raise _param_error(f"No tool output found for function call {unanswered[0]}.", "input")
 
 
 def _item_parts(index: int, item: Json, ttl: str | None, *, label: str = "input") -> list[Part]:
@@ -354,23 +358,17 @@ class ResponsesTurn(OpenAICacheTurn):
         self._api = api
         self._caches = api.caches
         self._body = body
+        if not api.catalog.lenient:
+            responses_rules.check_create(body, api.catalog)
         self.model = require(body, "model", str)
         self.profile = "openai"
         self.max_tokens = optional(body, "max_output_tokens", int)
-        if self.max_tokens is not None and self.max_tokens < MIN_OUTPUT_TOKENS:
-            raise _param_error(
-                f"Invalid 'max_output_tokens': integer below minimum value. Expected a value "
-                f">= {MIN_OUTPUT_TOKENS}, but got {self.max_tokens} instead.",
-                "max_output_tokens",
-                "integer_below_min_value",
-            )
         self.stream = bool(body.get("stream", False))
         self._store = body.get("store") is not False
         reasoning = optional(body, "reasoning", dict) or {}
         self._effort = reasoning.get("effort")
-        self.with_thinking = self._effort != "none" and (
-            self._effort is not None or _REASONING_MODELS.match(self.model) is not None
-        )
+        self._contract = responses_rules.contract(body)
+        self.with_thinking = self._contract.thinking
         self._summary = reasoning.get("summary") or reasoning.get("generate_summary")
         self._sealed = ENCRYPTED_REASONING in (optional(body, "include", list) or [])
         self._prompt = _Prompt(api, body)
@@ -399,6 +397,7 @@ class ResponsesTurn(OpenAICacheTurn):
             message_count=len(context),
             conversation=conversation_key(call.headers, self.model, system, _said(first_user)),
             body=call.body,
+            contract=self._contract,
         )
 
     # -- output ------------------------------------------------------------------------------
