@@ -162,7 +162,8 @@ class Emulator:
         self._policy = policy
 
     def reset(self) -> None:
-        """Forget caches, log, scripts and counters; keep policy, latency and fault settings."""
+        """Forget caches, log, scripts and counters; keep policy, latency, fault settings and
+        registered model ids (configuration, not state)."""
         with self._lock:
             self._numbers = itertools.count(1)
         parts = (self._blocks, self._prefixes, self._anthropic, self._chat, self._responses)
