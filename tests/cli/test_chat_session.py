@@ -230,7 +230,7 @@ async def test_slash_commands_answer_mid_session(tmp_path: Path, emulator: Emula
         assert chat.shown("Explore")  # a built-in agent of the catalog
         assert chat.shown("mode: plan")
         assert chat.shown("main agent: emulator:claude-sonnet-4-6")
-        assert chat.shown(f"main agent {chat.app.session.id}")  # /explain's first line
+        await chat.until_shown(f"main agent {chat.app.session.id}")  # /explain's first line
         assert chat.shown("no single child matches 'nobody'")
 
         chat.send(f"/compact{ENTER}")
