@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from ...agent import Session
 from ...agents import load_agents
 from ...errors import ForkagentError
+from ...state.transcript import transcript_path
 from ..agents import catalog_lines
 from ..explain import explanation
 from .ask import InlineQuestions
@@ -73,9 +74,19 @@ def _cost(chat: Chat, arg: str) -> None:
 
 def _explain(chat: Chat, arg: str) -> None:
     try:
-        chat.view.say(explanation(arg or chat.session.id))
+        chat.view.say(explanation(_transcript_of(chat, arg or chat.session.id)))
     except (ForkagentError, OSError) as exc:
         chat.view.say(f"error: {exc}")
+
+
+def _transcript_of(chat: Chat, agent: str) -> str:
+    """This session's own agents by their file (their registry rows are written off the
+    event loop, a moment later); anything else, such as the start of an id, by the registry."""
+    try:
+        own = transcript_path(chat.session.id, agent)
+    except ValueError:  # not an id at all: the registry says what it is not
+        return agent
+    return str(own) if own.is_file() else agent
 
 
 def _compact(chat: Chat, arg: str) -> None:
