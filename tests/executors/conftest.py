@@ -33,4 +33,3 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
-
