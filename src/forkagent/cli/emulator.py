@@ -27,9 +27,16 @@ def serve_command(
             "as the emulator did before it validated."
         ),
     ] = False,
+    call_tools: Annotated[
+        bool,
+        typer.Option(
+            help="Under tool_choice auto, call the first offered tool when the user has just "
+            "spoken (as the SDKs' tool examples expect); default: answer in text."
+        ),
+    ] = False,
 ) -> None:
     """Serve the Anthropic, OpenAI-compatible and Gemini routes until Ctrl-C."""
-    from ..emulator import Emulator, Latency
+    from ..emulator import Emulator, Latency, default_policy, tool_choosing_policy
     from ..errors import ConfigurationError
     from .errors import fail
 
@@ -47,7 +54,10 @@ def serve_command(
         )
 
     emulator = Emulator(
-        latency=Latency(ttft, tokens_per_second), require_key=require_key, lenient=lenient
+        latency=Latency(ttft, tokens_per_second),
+        policy=tool_choosing_policy if call_tools else default_policy,
+        require_key=require_key,
+        lenient=lenient,
     )
     typer.echo(how_to_point(f"http://{host}:{port}"))
     # access_log: one line per request (method, path, status) as it is answered

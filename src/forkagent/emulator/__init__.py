@@ -14,7 +14,15 @@ from .core import Emulator, EmulatorReply, default_emulator, use_emulator
 from .errors import EmulatedDisconnect
 from .faults import Fault, FaultPlan
 from .log import BreakpointOutcome, LogEntry, RequestLog
-from .policies import Contract, EmulatedRequest, Policy, Reply, ToolCall, default_policy
+from .policies import (
+    Contract,
+    EmulatedRequest,
+    Policy,
+    Reply,
+    ToolCall,
+    default_policy,
+    tool_choosing_policy,
+)
 from .profiles import CacheSettings
 from .timing import Latency, VirtualClock
 
@@ -44,5 +52,6 @@ __all__ = [
     "default_emulator",
     "default_policy",
     "serve",
+    "tool_choosing_policy",
     "use_emulator",
 ]

@@ -440,4 +440,5 @@ def contract(body: Json) -> Contract:
         tool_schemas=tools,
         output_schema=as_dict(schema) if schema is not None else None,
         thinking=as_dict(body.get("thinking")).get("type") in ("enabled", "adaptive"),
+        tools_allowed=choice.get("type") != "none",
     )

@@ -433,6 +433,7 @@ def contract(body: Json, profile: ChatProfile) -> Contract:
         output_schema=as_dict(schema) if response_format.get("type") == "json_schema" else None,
         json_object=response_format.get("type") == "json_object",
         thinking=_reasons(body, profile),
+        tools_allowed=body.get("tool_choice") != "none",
     )
 
 

@@ -307,4 +307,5 @@ def contract(body: Json) -> Contract:
         output_schema=as_dict(schema) if json_out and schema is not None else None,
         json_object=json_out,
         thinking=as_dict(config.get("thinkingConfig")).get("includeThoughts") is True,
+        tools_allowed=calling.get("mode") != "NONE",
     )

@@ -91,6 +91,8 @@ class Contract:
     """JSON mode: the reply's text is a JSON object."""
     thinking: bool = False
     """Thinking (reasoning) is on: the reply thinks first."""
+    tools_allowed: bool = True
+    """False under a ``none`` tool choice: the reply may not call a tool."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +141,20 @@ def default_policy(request: EmulatedRequest) -> Reply:
     if contract.json_object:
         return Reply(text=json.dumps({"answer": summary or "OK."}), thinking=thinking)
     return Reply(text=f"Understood: {summary}" if words else "OK.", thinking=thinking)
+
+
+def tool_choosing_policy(request: EmulatedRequest) -> Reply:
+    """``default_policy``, except that a request offering tools (and not forbidding them)
+    whose last turn is the user's own words gets a call of its first tool, input made from
+    its schema: a model deciding to use one, which the SDKs' tool examples expect under
+    ``tool_choice: auto``. The turn after, which carries the tool's result, gets text.
+    Opt-in (``forkagent emulator serve --call-tools``): agents are tested on plain replies."""
+    contract = request.contract
+    offered = contract.tool_schemas and contract.tools_allowed and not contract.forced_tools
+    if offered and request.last_user_text.strip():
+        name, schema = next(iter(contract.tool_schemas.items()))
+        return Reply(tool_calls=(ToolCall(name, sample_object(schema)),))
+    return default_policy(request)
 
 
 async def ask(policy: Policy, request: EmulatedRequest) -> Reply:

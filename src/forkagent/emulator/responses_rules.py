@@ -435,6 +435,7 @@ def contract(body: Json) -> Contract:
         else None,
         json_object=format.get("type") == "json_object",
         thinking=_reasons(body),
+        tools_allowed=body.get("tool_choice") != "none",
     )
 
 
