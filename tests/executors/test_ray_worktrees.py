@@ -89,7 +89,11 @@ class ForkPolicy:
 
     def __call__(self, request: EmulatedRequest) -> Reply:
         agent = request.agent
-        body = json.dumps(request.body, sort_keys=True)
+        # Which sibling leads the family (and streams, to release the others at its first
+        # event) depends on which copy is ready first, on a worker as in process: ``stream``
+        # says how a body is sent, not what it holds, so it is left out of the comparison.
+        sent = {key: value for key, value in request.body.items() if key != "stream"}
+        body = json.dumps(sent, sort_keys=True)
         last = json.dumps(request.body["messages"][-1])
         if agent is None or agent.kind == "main":
             if "tool_result" in last:
