@@ -15,7 +15,6 @@ in tool arguments on the way out and in tool output on the way back.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -25,10 +24,8 @@ from pathlib import Path
 
 from ..errors import ToolError
 from ..messages import JsonValue, TextBlock
-from ..state.worktrees import WorktreeError
+from ..state.worktrees import WorktreeError, run_git
 from ..tools.base import ToolOutput
-
-_UNSET_GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,15 +110,15 @@ async def _replay(worktree: Path, start: str, changes: Changes) -> None:
     if changes.head != start:
         if changes.bundle:
             with _scratch_file(changes.bundle) as bundle:
-                await git(worktree, "fetch", "-q", str(bundle), "HEAD")
-        await git(worktree, "reset", "-q", "--hard", changes.head)
+                await run_git(worktree, "fetch", "-q", str(bundle), "HEAD")
+        await run_git(worktree, "reset", "-q", "--hard", changes.head)
     try:
         if changes.patch:
-            await git(
+            await run_git(
                 worktree, "apply", "--binary", "--whitespace=nowarn", "-", stdin=changes.patch
             )
     except BaseException:
-        await git(worktree, "reset", "-q", "--hard", start)
+        await run_git(worktree, "reset", "-q", "--hard", start)
         raise
 
 
@@ -141,21 +138,21 @@ async def unpack(seed: Seed, branch: str, dest: Path) -> None:
     partial = dest.with_name(dest.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    await git(partial, "init", "-q")
+    await run_git(partial, "init", "-q")
     with _scratch_file(seed.bundle) as bundle:
-        await git(partial, "fetch", "-q", str(bundle), "HEAD")
-    await git(partial, "checkout", "-q", "-b", branch, seed.head)
+        await run_git(partial, "fetch", "-q", str(bundle), "HEAD")
+    await run_git(partial, "checkout", "-q", "-b", branch, seed.head)
     for key, value in seed.identity:
-        await git(partial, "config", key, value)
+        await run_git(partial, "config", key, value)
     if seed.patch:
-        await git(partial, "apply", "--binary", "--whitespace=nowarn", "-", stdin=seed.patch)
+        await run_git(partial, "apply", "--binary", "--whitespace=nowarn", "-", stdin=seed.patch)
     partial.rename(dest)  # whole or not at all: a restarted worker never sees half a clone
 
 
 async def collect(copy: Path, start: str) -> Changes:
     """What the child did to its copy since ``start``."""
     head = await _head(copy)
-    ahead = int((await git(copy, "rev-list", "--count", f"{start}..{head}")).strip() or b"0")
+    ahead = int((await run_git(copy, "rev-list", "--count", f"{start}..{head}")).strip() or b"0")
     bundle = await _bundle(copy, "HEAD", f"^{start}") if ahead else b""
     return Changes(head, bundle, await _patch(copy))
 
@@ -164,12 +161,12 @@ async def collect(copy: Path, start: str) -> Changes:
 
 
 async def _head(repo: Path) -> str:
-    return (await git(repo, "rev-parse", "HEAD")).decode().strip()
+    return (await run_git(repo, "rev-parse", "HEAD")).decode().strip()
 
 
 async def _identity(repo: Path) -> tuple[tuple[str, str], ...]:
     try:
-        listing = await git(repo, "config", "--get-regexp", r"^user\.")
+        listing = await run_git(repo, "config", "--get-regexp", r"^user\.")
     except WorktreeError:  # none set
         return ()
     pairs = (line.partition(" ") for line in listing.decode().splitlines())
@@ -179,7 +176,7 @@ async def _identity(repo: Path) -> tuple[tuple[str, str], ...]:
 async def _bundle(repo: Path, *revs: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="forkagent-bundle-") as scratch:
         path = Path(scratch) / "repo.bundle"
-        await git(repo, "bundle", "create", "-q", str(path), *revs)
+        await run_git(repo, "bundle", "create", "-q", str(path), *revs)
         return path.read_bytes()
 
 
@@ -188,9 +185,9 @@ async def _patch(repo: Path) -> bytes:
     repository's own index is left alone (a scratch index stages it all)."""
     with tempfile.TemporaryDirectory(prefix="forkagent-index-") as scratch:
         index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-        await git(repo, "read-tree", "HEAD", env=index)
-        await git(repo, "add", "-A", env=index)
-        return await git(repo, "diff", "--cached", "--binary", "HEAD", env=index)
+        await run_git(repo, "read-tree", "HEAD", env=index)
+        await run_git(repo, "add", "-A", env=index)
+        return await run_git(repo, "diff", "--cached", "--binary", "HEAD", env=index)
 
 
 @contextmanager
@@ -200,25 +197,3 @@ def _scratch_file(data: bytes) -> Iterator[Path]:
         path = Path(scratch) / "data"
         path.write_bytes(data)
         yield path
-
-
-async def git(
-    cwd: Path, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
-) -> bytes:
-    """A git command's output as bytes (patches need not be text)."""
-    base = {k: v for k, v in os.environ.items() if k not in _UNSET_GIT_ENV}
-    base |= {"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", **(env or {})}
-    proc = await asyncio.create_subprocess_exec(
-        "git",
-        *args,
-        cwd=cwd,
-        env=base,
-        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate(stdin)
-    if proc.returncode != 0:
-        message = err.decode(errors="replace").strip()
-        raise WorktreeError(f"git {' '.join(args[:2])} failed in {cwd}: {message}")
-    return out

@@ -316,15 +316,23 @@ async def _git_retrying(cwd: Path, *args: str) -> str:
 
 
 async def _git(cwd: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in _UNSET_GIT_ENV}
-    env |= {"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+    return (await run_git(cwd, *args)).decode(errors="replace")
+
+
+async def run_git(
+    cwd: Path, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> bytes:
+    """A git command's output as bytes (patches need not be text), in an environment that
+    cannot point it at another repository; a failure is a ``WorktreeError``."""
+    clean = {k: v for k, v in os.environ.items() if k not in _UNSET_GIT_ENV}
+    clean |= {"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", **(env or {})}
     try:
         proc = await asyncio.create_subprocess_exec(
             "git",
             *args,
             cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
+            env=clean,
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
@@ -334,8 +342,8 @@ async def _git(cwd: Path, *args: str) -> str:
                 "worktree isolation needs git, which is not installed"
             ) from exc
         raise WorktreeError(f"cannot run git in {cwd}: {exc}") from exc
-    out, err = await proc.communicate()
+    out, err = await proc.communicate(stdin)
     if proc.returncode != 0:
         message = err.decode(errors="replace").strip()
         raise WorktreeError(f"git {' '.join(args)} failed in {cwd}: {message}")
-    return out.decode(errors="replace")
+    return out
