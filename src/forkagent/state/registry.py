@@ -618,10 +618,6 @@ def _start_of(pid: int) -> str | None:
 
 
 _Queue: TypeAlias = "queue.SimpleQueue[Callable[[], object] | None]"
-GATHER_SECONDS = 0.05
-"""How long the writer thread waits after a write arrives for others to join its transaction:
-each transaction opens a connection and takes the lock, and on a busy event loop the thread's
-work competes with the agents for the interpreter."""
 
 
 class RegistryWriter:
@@ -663,9 +659,9 @@ class RegistryWriter:
     def _work(self, pending: _Queue) -> None:
         """Run what is queued, everything waiting at once in one transaction, until None."""
         while True:
+            # No waiting for more: a row must reach the disk before a kill -9 can take it.
+            # Writes queued while the last transaction ran still share the next one.
             operations = [pending.get()]
-            if operations[0] is not None:
-                time.sleep(GATHER_SECONDS)  # let the writes of a burst (1,000 forks) queue up
             while not pending.empty():
                 operations.append(pending.get())
             try:
