@@ -57,29 +57,31 @@ class HistoryView(Sequence[T]):
     def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
-            if step == 1:
-                return tuple(chain.from_iterable(self._pieces(start, stop)))
-            return tuple(self)[index]
-        position = _position(index, len(self), "history index out of range")
-        chunk = bisect_right(self._ends, position)
-        return self._chunks[chunk][position - self._start(chunk)]
+            return self._items(start, stop) if step == 1 else self._items(0, len(self))[index]
+        # Inlined (the adapters and the cache monitor index requests' messages often).
+        ends = self._ends
+        size = ends[-1] if ends else 0
+        position = index + size if index < 0 else index
+        if not 0 <= position < size:
+            raise IndexError("history index out of range")
+        chunk = bisect_right(ends, position)
+        return self._chunks[chunk][position - ends[chunk - 1] if chunk else position]
 
     def __iter__(self) -> Iterator[T]:
         return chain.from_iterable(self._pieces(0, len(self)))
 
     def __reversed__(self) -> Iterator[T]:
-        pieces = list(self._pieces(0, len(self)))
-        return chain.from_iterable(reversed(piece) for piece in reversed(pieces))
+        return reversed(self._items(0, len(self)))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, HistoryView):
-            return self is other or (len(self) == len(other) and tuple(self) == tuple(other))
-        if isinstance(other, tuple):
-            return len(self) == len(other) and tuple(self) == other
-        return NotImplemented
+            other = other._items(0, len(other))
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return len(self) == len(other) and self._items(0, len(self)) == other
 
     def __hash__(self) -> int:
-        return hash(tuple(self))
+        return hash(self._items(0, len(self)))
 
     def __repr__(self) -> str:
         return f"HistoryView({list(self)!r})"
@@ -112,7 +114,7 @@ class HistoryView(Sequence[T]):
             size += self._size(keep)
         start = self._start(keep)
         if keep < len(self._chunks):
-            new = (*chain.from_iterable(self._pieces(start, len(self))), *new)
+            new = self._items(start, len(self)) + new
         return _view((*self._chunks[:keep], new), (*self._ends[:keep], start + len(new)))
 
     def _start(self, chunk: int) -> int:
@@ -120,6 +122,16 @@ class HistoryView(Sequence[T]):
 
     def _size(self, chunk: int) -> int:
         return self._ends[chunk] - self._start(chunk)
+
+    def _items(self, start: int, stop: int) -> tuple[T, ...]:
+        """Items ``start`` to ``stop`` as one tuple: a chunk itself when one holds them all."""
+        pieces = list(self._pieces(start, stop))
+        if len(pieces) == 1:
+            return pieces[0]
+        joined: list[T] = []
+        for piece in pieces:
+            joined += piece
+        return tuple(joined)
 
     def _pieces(self, start: int, stop: int) -> Iterator[tuple[T, ...]]:
         """Items ``start`` to ``stop`` as slices of the chunks holding them.
