@@ -88,7 +88,7 @@ class HistoryView(Sequence[T]):
 
     def __reduce__(self) -> tuple[type[HistoryView[T]], tuple[tuple[T, ...]]]:
         """Pickled as its items alone: no chunk's unused part, no layout."""
-        return (HistoryView, (tuple(self),))
+        return (HistoryView, (self._items(0, len(self)),))
 
     def prefix(self, length: int) -> HistoryView[T]:
         """The first ``length`` items, sharing this view's chunks: O(log n)."""
