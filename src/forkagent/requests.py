@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetPydanticSchema
+from pydantic_core import CoreSchema, core_schema
 
 from .messages import JsonValue, Message, TextBlock
 
@@ -57,6 +59,26 @@ class ModelSettings(_Frozen):
     """Provider-specific pass-through (``cache_salt``, ``id_slot``, ...)."""
 
 
+def _messages_schema(source: object, handler: GetCoreSchemaHandler) -> CoreSchema:
+    """Validated into a tuple, as before; serialized from any sequence of messages.
+
+    The runtime builds requests with ``model_construct`` around a shared
+    ``HistoryView``, which must dump byte for byte like the equal tuple.
+    """
+    as_tuple = handler.generate_schema(tuple[Message, ...])
+    return core_schema.json_or_python_schema(
+        json_schema=as_tuple,
+        python_schema=as_tuple,
+        serialization=core_schema.plain_serializer_function_ser_schema(
+            tuple, return_schema=as_tuple
+        ),
+    )
+
+
+Messages: TypeAlias = Annotated[Sequence[Message], GetPydanticSchema(_messages_schema)]
+"""An immutable sequence of messages: a tuple, or a ``HistoryView`` sharing a family's prefix."""
+
+
 class BlockPosition(_Frozen):
     message: int
     block: int
@@ -66,7 +88,7 @@ class ModelRequest(_Frozen):
     model: str
     system: str | tuple[TextBlock, ...] = ""
     tools: tuple[ToolSpec, ...] = ()
-    messages: tuple[Message, ...] = ()
+    messages: Messages = ()
     settings: ModelSettings = ModelSettings()
     shared_prefix_end: BlockPosition | None = None
     """Last block of a prefix shared with sibling requests: adapters put a cache breakpoint here."""

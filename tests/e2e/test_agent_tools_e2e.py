@@ -9,6 +9,7 @@ the agent's cwd.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from forkagent import Agent
@@ -30,7 +31,7 @@ def sub(a, b):
 FIXED = BUGGY.replace("return a - b  # TODO: should add", "return a + b")
 
 
-def _results(messages: tuple[Message, ...]) -> list[str]:
+def _results(messages: Sequence[Message]) -> list[str]:
     return [r.text for m in messages if isinstance(m, UserMessage) for r in m.tool_results]
 
 

@@ -80,7 +80,7 @@ def _rich(model: str = "gpt-5", **settings: Any) -> ModelRequest:
         request.messages[0],
         first.model_copy(update={"content": (reasoning, *first.content)}),
     )
-    return request.model_copy(update={"messages": messages + request.messages[2:]})
+    return request.model_copy(update={"messages": (*messages, *request.messages[2:])})
 
 
 def _compact(value: Any) -> str:

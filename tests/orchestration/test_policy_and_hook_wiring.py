@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from forkagent import Agent
@@ -12,7 +13,7 @@ from forkagent.requests import ModelRequest
 from forkagent.testing import ScriptedModel, reply, tool_call
 
 
-def _results(messages: tuple[object, ...]) -> list[ToolResultBlock]:
+def _results(messages: Sequence[object]) -> list[ToolResultBlock]:
     return [
         b
         for m in messages

@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..history import HistoryView, freeze
 from ..messages import (
     AssistantMessage,
     ContentBlock,
@@ -65,7 +66,8 @@ def directive_text(directive: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ForkedHistory:
-    messages: tuple[Message, ...]
+    messages: HistoryView[Message]
+    """The family's shared messages (the same chunks), then the child's last one."""
     shared_prefix_end: BlockPosition
     """The rules block: the last block identical across siblings."""
 
@@ -75,11 +77,13 @@ class ForkBase:
     """What every sibling forked from one parent state shares, built once for the family.
 
     Sharing the same objects (not equal copies) lets the cache monitor and the
-    transcript writer recognise the common prefix by identity, without rendering it.
+    transcript writer recognise the common prefix by identity, without rendering it,
+    and a persistent view of the parent's history makes each child's copy of it
+    O(log n) references instead of n.
     """
 
-    messages: tuple[Message, ...]
-    """The messages before the child's last one."""
+    messages: HistoryView[Message]
+    """The messages before the child's last one: the parent's chunks, shared."""
     head: tuple[ContentBlock, ...]
     """The last message's blocks before the directive; the rules block ends them."""
 
@@ -103,19 +107,20 @@ def fork_base(history: Sequence[Message], *, style: HistoryStyle = "tool_result"
     - a trailing user message: rules and directive are appended to it, which
       keeps its earlier blocks (and so the cached prefix) unchanged.
     """
-    pending = pending_tool_uses(history)
-    shared: list[Message] = list(history)
+    shared = freeze(history)
+    pending = pending_tool_uses(shared)
     head: tuple[ContentBlock, ...] = ()
-    if shared and isinstance(shared[-1], UserMessage):
-        head = shared.pop().content
+    if shared and isinstance(last := shared[-1], UserMessage):
+        head = last.content
+        shared = shared.prefix(len(shared) - 1)
     placeholders = tuple(_placeholder(u.id) for u in pending)
     if placeholders and style == "alternating":
-        shared.append(UserMessage(content=head + placeholders, origin="fork"))
-        shared.append(AssistantMessage(content=(TextBlock(text=FORK_ACK),)))
+        ack = AssistantMessage(content=(TextBlock(text=FORK_ACK),))
+        shared = shared.extended((UserMessage(content=head + placeholders, origin="fork"), ack))
         head = ()
     else:
         head += placeholders
-    return ForkBase(tuple(shared), (*head, _RULES_BLOCK))
+    return ForkBase(shared, (*head, _RULES_BLOCK))
 
 
 def fork_from(base: ForkBase, directive: str) -> ForkedHistory:
@@ -124,7 +129,7 @@ def fork_from(base: ForkBase, directive: str) -> ForkedHistory:
         content=(*base.head, TextBlock(text=directive_text(directive))), origin="fork"
     )
     position = BlockPosition(message=len(base.messages), block=len(base.head) - 1)
-    return ForkedHistory((*base.messages, last), position)
+    return ForkedHistory(base.messages.extended((last,)), position)
 
 
 def build_forked_messages(

@@ -1,8 +1,9 @@
 """The turn loop: request, dispatch tool calls, append results, repeat.
 
 One ``AgentRun`` is one agent's live conversation. The loop mutates only its
-``messages`` list, appending immutable messages, so a child forked from it
-can share every earlier message object by reference. Whatever ends the loop
+``messages`` history, appending immutable messages; each request holds a
+snapshot of it, so a child forked from it shares every earlier message
+object, and the storage holding them, by reference. Whatever ends the loop
 (the model stopping, a limit, an error, cancellation) leaves a history in
 which every tool call has a result.
 """
@@ -30,6 +31,7 @@ from ..events import (
     ToolCallStarted,
     ToolFinished,
 )
+from ..history import HistoryField
 from ..hooks import HookEvent, HookInput, HookOutcome, Hooks
 from ..messages import (
     AssistantMessage,
@@ -106,7 +108,10 @@ class AgentRun:
     settings: ModelSettings
     cwd: Path
     budget: Budget
-    messages: list[Message] = field(default_factory=list)
+    # A descriptor, made once for the class: each run's history lives in the run.
+    messages: HistoryField[Message] = HistoryField()  # noqa: RUF009
+    """A ``History``: behaves like a list; assigning any iterable of messages copies it
+    (a ``HistoryView`` or another history is shared instead)."""
     kind: AgentKind = "main"
     label: str = "main"
     parent_id: str | None = None
@@ -206,7 +211,7 @@ class AgentRun:
             model=self.model.name,
             system=self.system,
             tools=self.tool_specs,
-            messages=tuple(self.messages),
+            messages=self.messages.snapshot(),
             settings=self.settings,
             shared_prefix_end=self.shared_prefix_end,
         )

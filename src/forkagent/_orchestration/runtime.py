@@ -431,7 +431,7 @@ class Runtime:
             settings=snapshot.settings if snapshot else parent.settings,
             cwd=parent.cwd,
             budget=self.tree_budget.child(_child_limits(self.options.child_limits, params)),
-            messages=list(forked.messages),
+            messages=forked.messages,
             kind="fork",
             label=label or _first_line(directive),
             parent_id=parent.id,

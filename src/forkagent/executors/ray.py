@@ -441,14 +441,14 @@ class RemoteModel(Model):
             request.model,
             request.settings,
             request.shared_prefix_end,
-            request.messages,
+            tuple(request.messages),
             request.system,
             request.tools,
         )
         if self._shared is None or not _starts_with(request, self._shared[0]):
             return [], whole
         snapshot, ref = self._shared
-        tail = request.messages[len(snapshot.messages) :]
+        tail = tuple(request.messages[len(snapshot.messages) :])
         return [ref], Outgoing(request.model, request.settings, request.shared_prefix_end, tail)
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Literal, TypeAlias, Unpack
 
 from .._spec import split_base_url
@@ -164,7 +164,7 @@ def _tool_choice(choice: str) -> JsonValue:
     return choice if choice in ("auto", "none") else {"type": "function", "name": choice}
 
 
-def render_items(messages: tuple[Message, ...]) -> list[JsonValue]:
+def render_items(messages: Sequence[Message]) -> list[JsonValue]:
     """Input items for a stretch of history; each message's items depend on it alone."""
     items: list[JsonValue] = []
     for message in messages:
