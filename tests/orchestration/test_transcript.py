@@ -48,6 +48,7 @@ from forkagent.state.transcript import (
     TranscriptHeader,
     TranscriptTail,
     TranscriptWriter,
+    flush_transcripts,
     read_transcript,
     state_dir,
     transcript_path,
@@ -283,6 +284,65 @@ def test_a_closed_writer_refuses_to_write(tmp_path: Path) -> None:
     writer.close()
     with pytest.raises(TranscriptError, match="closed"):
         writer.status("completed")
+
+
+def test_background_writers_lines_are_read_back_whole_and_in_order(tmp_path: Path) -> None:
+    """Many writers queue lines for the writer thread; a read in this process waits for them."""
+    paths = [tmp_path / f"agent-{n}.jsonl" for n in range(40)]
+    writers = [TranscriptWriter(path, background=True) for path in paths]
+    for writer in writers:
+        writer.header(HEADER)
+    history: list[Message] = []
+    for turn in range(5):
+        history.append(user(f"turn {turn}") if turn % 2 == 0 else assistant(f"turn {turn}"))
+        for writer in writers:
+            writer.sync(history)
+    for writer in writers:
+        writer.status("completed", output="done")
+
+    for path in paths:  # before any close: reading flushes what is still queued
+        transcript = read_transcript(path)
+        assert transcript.messages == tuple(history)
+        assert transcript.status is not None
+        assert transcript.status.status == "completed"
+        assert not transcript.torn_tail
+    for writer in writers:
+        writer.close()
+
+
+def test_a_background_writer_closes_with_its_lines_written(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    writer = TranscriptWriter(path, background=True)
+    writer.header(HEADER)
+    writer.message(user("hi"))
+    writer.close()
+    lines = path.read_bytes().splitlines()  # a plain read, not read_transcript
+    assert [json.loads(line)["type"] for line in lines] == ["header", "message"]
+    reopened = TranscriptWriter(path, background=True)  # continues the same file
+    assert reopened.history == [user("hi")]
+    reopened.close()
+
+
+def test_a_failed_background_append_is_logged_and_later_lines_still_go_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    gone = tmp_path / "gone"
+    lost = TranscriptWriter(gone / "t.jsonl", background=True)
+    lost.header(HEADER)
+    flush_transcripts()
+    (gone / "t.jsonl").unlink()
+    gone.rmdir()  # the folder vanished under a running writer
+    others = [TranscriptWriter(tmp_path / f"{n}.jsonl", background=True) for n in range(100)]
+    for other in others:  # a hundred agents later, its file is no longer held open
+        other.header(HEADER)
+    lost.message(user("nowhere to go"))
+    for other in others:
+        other.message(user("still recorded"))
+    flush_transcripts()
+    assert f"could not append to the transcript {gone / 't.jsonl'}" in caplog.text
+    assert all(read_transcript(o.path).messages == (user("still recorded"),) for o in others)
+    for writer in (lost, *others):
+        writer.close()
 
 
 # -- usage and status ----------------------------------------------------------

@@ -1,8 +1,9 @@
 """Writes every agent of a tree to its transcript and to the registry.
 
 An event listener plus the runs' change hook: each history change is one
-appended, flushed line, so a transcript survives a kill -9 up to its last
-complete line. ``skip_transcript`` leaves the files out; the registry row
+appended line, so a transcript survives a kill -9 up to its last complete
+line. The lines are written by the transcripts' writer thread, in order and
+without delay, so that the event loop never waits on the disk. ``skip_transcript`` leaves the files out; the registry row
 still tells ``forkagent ps`` the agent exists. Registry writes go through a
 ``RegistryWriter``, off the event loop.
 """
@@ -55,7 +56,7 @@ class Recorder:
         keep = self.transcripts and run.keep_transcript
         path = transcript_path(self.root_id, run.id) if keep else None
         if path is not None:
-            writer = TranscriptWriter(path)
+            writer = TranscriptWriter(path, background=True)
             with writer.together():  # header, history and status: one write
                 if not writer.header_written:
                     self._header(writer, run, background)
