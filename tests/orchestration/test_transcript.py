@@ -43,6 +43,7 @@ from forkagent.requests import BlockPosition, ModelRequest, ModelSettings, Think
 from forkagent.state.transcript import (
     FORMAT_VERSION,
     MessageEntry,
+    StateDirError,
     StatusEntry,
     TranscriptError,
     TranscriptHeader,
@@ -542,6 +543,13 @@ def test_files_go_under_the_state_dir(monkeypatch: pytest.MonkeyPatch, tmp_path:
 def test_ids_that_are_not_file_names_are_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="file name"):
         transcript_path("root", bad, base=Path("/tmp"))
+
+
+def test_a_state_folder_that_cannot_be_made_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the state directory should be")
+    with pytest.raises(StateDirError, match="set FORKAGENT_HOME to a directory you can write"):
+        TranscriptWriter(blocker / "transcripts" / "t.jsonl", background=True)
 
 
 def test_files_are_private_to_the_user(tmp_path: Path) -> None:

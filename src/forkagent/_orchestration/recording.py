@@ -11,6 +11,7 @@ still tells ``forkagent ps`` the agent exists. Registry writes go through a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
 from ..permissions.record import policy_record
@@ -21,6 +22,7 @@ from ..state.transcript import (
     TranscriptHeader,
     TranscriptWriter,
     shared_length,
+    state_dir,
     transcript_path,
 )
 from .loop import AgentRun
@@ -36,6 +38,8 @@ class Recorder:
     """Whether the project's hooks could run: recorded so that a resume keeps the decision."""
     writers: dict[str, TranscriptWriter] = field(default_factory=dict)
     registry_writes: RegistryWriter | None = field(init=False, default=None)
+    state: Path = field(init=False, default_factory=state_dir)
+    """The state directory as the tree started: all of its transcripts go to one folder."""
 
     def __post_init__(self) -> None:
         if self.registry is not None:
@@ -54,7 +58,7 @@ class Recorder:
     def _attach(self, run: AgentRun, started: AgentStarted) -> None:
         background = started.background
         keep = self.transcripts and run.keep_transcript
-        path = transcript_path(self.root_id, run.id) if keep else None
+        path = transcript_path(self.root_id, run.id, base=self.state) if keep else None
         if path is not None:
             writer = TranscriptWriter(path, background=True)
             with writer.together():  # header, history and status: one write

@@ -77,13 +77,14 @@ class StateDirError(ForkagentError):
 
 def make_state_dir(folder: Path) -> None:
     """Create a private folder of the state directory, or say how to fix what prevents it."""
+    if os.access(folder, os.W_OK | os.X_OK):
+        return  # one look when it is usable: every agent's writer asks
     try:
         # Each folder it creates is private, not only the last (``mkdir(parents=True)``
         # would leave ``transcripts/`` readable by everyone).
-        if not folder.is_dir():  # one look when it exists: every agent's writer asks
-            for missing in reversed([f for f in (folder, *folder.parents) if not f.exists()]):
-                missing.mkdir(mode=0o700, exist_ok=True)
-        if not os.access(folder, os.W_OK | os.X_OK):
+        for missing in reversed([f for f in (folder, *folder.parents) if not f.exists()]):
+            missing.mkdir(mode=0o700, exist_ok=True)
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
             raise PermissionError(13, "Permission denied")
     except OSError as exc:
         raise StateDirError(
@@ -608,9 +609,11 @@ class TranscriptWriter:
         fold = _Fold(self.path)
         flush_transcripts(self.path)  # its last writer may have lines still queued
         try:
-            data = self.path.read_bytes()
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # a new agent's: one failed call
         except FileNotFoundError:
             return fold
+        with os.fdopen(fd, "rb") as file:
+            data = file.read()
         fold.feed(data, at_end=True)
         if fold.offset < len(data):
             os.truncate(self.path, fold.offset)
