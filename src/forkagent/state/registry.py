@@ -65,6 +65,12 @@ def default_registry_path() -> Path:
     return state_dir() / "registry.db"
 
 
+@functools.lru_cache(maxsize=1)
+def _own_host() -> str:
+    """This machine's name, asked once: a thousand forks' rows would ask a thousand times."""
+    return socket.gethostname()
+
+
 @dataclass(frozen=True, slots=True)
 class AgentRecord:
     """One agent's row. Token counts and cost are totals for the agent alone."""
@@ -78,7 +84,7 @@ class AgentRecord:
     status: RecordStatus = "running"
     background: bool = False
     pid: int | None = field(default_factory=os.getpid)
-    host: str | None = field(default_factory=socket.gethostname)
+    host: str | None = field(default_factory=_own_host)
     process_start: str | None = None
     """When process ``pid`` started (``process_start(pid)``; ``own_process_start()``
     for this one), so that a later process given the same pid is not taken for it.

@@ -76,9 +76,15 @@ class StateDirError(ForkagentError):
 
 
 def make_state_dir(folder: Path) -> None:
-    """Create a private folder of the state directory, or say how to fix what prevents it."""
-    if os.access(folder, os.W_OK | os.X_OK):
-        return  # one look when it is usable: every agent's writer asks
+    """Create a private folder of the state directory, or say how to fix what prevents it.
+
+    A folder found usable is trusted for the rest of the process: every agent's
+    writer asks, and on an event loop each system call lets the writer threads
+    take the interpreter (about 0.1 ms while they are busy).
+    """
+    if folder in _usable_folders or os.access(folder, os.W_OK | os.X_OK):
+        _usable_folders.add(folder)
+        return
     try:
         # Each folder it creates is private, not only the last (``mkdir(parents=True)``
         # would leave ``transcripts/`` readable by everyone).
@@ -91,6 +97,10 @@ def make_state_dir(folder: Path) -> None:
             f"cannot use {folder} for forkagent's state ({exc.strerror or exc}): set "
             "FORKAGENT_HOME to a directory you can write, or fix that one's permissions"
         ) from None
+    _usable_folders.add(folder)
+
+
+_usable_folders: set[Path] = set()
 
 
 def transcript_path(root_id: str, agent_id: str, *, base: Path | None = None) -> Path:
