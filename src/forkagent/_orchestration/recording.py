@@ -3,13 +3,15 @@
 An event listener plus the runs' change hook: each history change is one
 appended line, so a transcript survives a kill -9 up to its last complete
 line. The lines are written by the transcripts' writer thread, in order and
-without delay, so that the event loop never waits on the disk. ``skip_transcript`` leaves the files out; the registry row
-still tells ``forkagent ps`` the agent exists. Registry writes go through a
-``RegistryWriter``, off the event loop.
+without delay, so that the event loop never waits on the disk.
+``skip_transcript`` leaves the files out; the registry row still tells
+``forkagent ps`` the agent exists. Registry writes go through a
+``RegistryWriter``, off the event loop too.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +42,8 @@ class Recorder:
     registry_writes: RegistryWriter | None = field(init=False, default=None)
     state: Path = field(init=False, default_factory=state_dir)
     """The state directory as the tree started: all of its transcripts go to one folder."""
+    _found: set[str] | None = field(init=False, default=None)
+    """The files in the tree's folder when its first agent started (a resumed tree's)."""
 
     def __post_init__(self) -> None:
         if self.registry is not None:
@@ -60,7 +64,7 @@ class Recorder:
         keep = self.transcripts and run.keep_transcript
         path = transcript_path(self.root_id, run.id, base=self.state) if keep else None
         if path is not None:
-            writer = TranscriptWriter(path, background=True)
+            writer = TranscriptWriter(path, background=True, new=self._new_file(path))
             with writer.together():  # header, history and status: one write
                 if not writer.header_written:
                     self._header(writer, run, background)
@@ -84,6 +88,22 @@ class Recorder:
                     process_start=own_process_start(),
                 ),
             )
+
+    def _new_file(self, path: Path) -> bool:
+        """Whether no transcript is at ``path``, known without a system call per agent.
+
+        One process runs a tree (``state.lease``) and every agent id it makes is new,
+        so a file not in the folder when the tree started is not there: a fork need
+        not look for one (on an event loop, each look lets the writer threads in).
+        """
+        if self._found is None:
+            try:
+                self._found = set(os.listdir(path.parent))
+            except FileNotFoundError:
+                self._found = set()
+        new = path.name not in self._found
+        self._found.add(path.name)  # from now on it is there (an agent started again)
+        return new
 
     def _header(self, writer: TranscriptWriter, run: AgentRun, background: bool) -> None:
         """A new transcript's header; a fork's refers to the history its parent recorded."""

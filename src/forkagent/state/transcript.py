@@ -595,15 +595,25 @@ class TranscriptWriter:
     whole and in order, as soon as the thread gets to them; a kill -9 loses
     only what was still queued. ``close``, ``flush_transcripts`` and every
     read in this process wait for the queued lines.
+
+    ``new``: the caller knows no file is at ``path`` (the recorder of a tree,
+    for an agent id it has just made), so none is looked for.
     """
 
-    def __init__(self, path: Path | str, *, fsync: bool = False, background: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        fsync: bool = False,
+        background: bool = False,
+        new: bool = False,
+    ) -> None:
         self.path = Path(path)
         self._fsync = fsync
         self._append = _BACKGROUND.append if background else _OPEN_FILES.append
         self._lock = threading.Lock()
         make_state_dir(self.path.parent)
-        existing = self._recover()
+        existing = _Fold(self.path) if new else self._recover()
         self._header = existing.header
         self._history: list[Message] = existing.messages
         self._lines = max(existing.lines - 1, 0)
@@ -619,7 +629,7 @@ class TranscriptWriter:
         fold = _Fold(self.path)
         flush_transcripts(self.path)  # its last writer may have lines still queued
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # a new agent's: one failed call
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return fold
         with os.fdopen(fd, "rb") as file:
