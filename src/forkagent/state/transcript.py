@@ -629,11 +629,9 @@ class TranscriptWriter:
         fold = _Fold(self.path)
         flush_transcripts(self.path)  # its last writer may have lines still queued
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            data = self.path.read_bytes()
         except FileNotFoundError:
             return fold
-        with os.fdopen(fd, "rb") as file:
-            data = file.read()
         fold.feed(data, at_end=True)
         if fold.offset < len(data):
             os.truncate(self.path, fold.offset)
@@ -906,7 +904,7 @@ class _BackgroundAppends:
                 data = b"".join(part for part, _ in parts)
                 try:
                     _OPEN_FILES.append(path, data, fsync=any(fsync for _, fsync in parts))
-                except OSError:
+                except Exception:  # logged, never raised: the other files go on
                     logger.exception("could not append to the transcript %s", path)
             with self._done:
                 self._pending -= Counter({path: len(parts) for path, parts in by_file.items()})
