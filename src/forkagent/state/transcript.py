@@ -445,7 +445,7 @@ def read_transcript(path: Path | str) -> Transcript:
     the last, or a history that does not add up.
     """
     path = Path(path)
-    flush_transcripts(path)
+    flush_transcripts()  # every file, so that a tree read after it (its folder listed) is whole
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -476,7 +476,7 @@ def inherited(
 ) -> tuple[TranscriptHeader, tuple[Message, ...]]:
     """The parent's header, and the messages a fork's transcript at ``path`` takes from it."""
     parent = path.with_name(f"{safe_file_name(reference.agent_id)}.jsonl")
-    flush_transcripts(parent)
+    flush_transcripts()
     if not parent.is_file():
         raise TranscriptError(
             path,
