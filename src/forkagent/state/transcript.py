@@ -591,7 +591,7 @@ class TranscriptWriter:
 
     ``background``: each call queues its lines for one writer thread instead of
     writing them before it returns, so an event loop never waits on the disk
-    (creating a file costs 0.1 to 0.6 ms on a busy disk). Lines still go out
+    (creating a file took 0.04 to 0.6 ms on a busy disk). Lines still go out
     whole and in order, as soon as the thread gets to them; a kill -9 loses
     only what was still queued. ``close``, ``flush_transcripts`` and every
     read in this process wait for the queued lines.
