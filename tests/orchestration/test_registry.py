@@ -292,6 +292,20 @@ def test_a_failed_write_in_a_batch_is_undone_alone(registry: Registry) -> None:
     assert (row.turns, row.label) == (1, "still here")
 
 
+def test_a_statement_sqlite_refuses_in_a_batch_changes_nothing_and_the_batch_goes_on(
+    registry: Registry,
+) -> None:
+    """Single-statement writes take no savepoint: SQLite itself undoes the failed one."""
+    registry.register(record("a"))
+    with registry.batch():
+        registry.update("a", turns=1)
+        with pytest.raises(RegistryError, match="NOT NULL"):
+            registry.update("a", turns=2, label=None)  # label is NOT NULL
+        registry.register(record("b"))
+    assert (registry.get("a").turns, registry.get("a").label) == (1, record("a").label)
+    assert registry.get("b").id == "b"
+
+
 def test_batches_nest(tmp_path: Path) -> None:
     registry = Registry(tmp_path / "registry.db", timeout=0.2)
     with registry.batch():

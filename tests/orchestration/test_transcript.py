@@ -43,11 +43,13 @@ from forkagent.requests import BlockPosition, ModelRequest, ModelSettings, Think
 from forkagent.state.transcript import (
     FORMAT_VERSION,
     MessageEntry,
+    StateDirError,
     StatusEntry,
     TranscriptError,
     TranscriptHeader,
     TranscriptTail,
     TranscriptWriter,
+    flush_transcripts,
     read_transcript,
     state_dir,
     transcript_path,
@@ -285,6 +287,65 @@ def test_a_closed_writer_refuses_to_write(tmp_path: Path) -> None:
         writer.status("completed")
 
 
+def test_background_writers_lines_are_read_back_whole_and_in_order(tmp_path: Path) -> None:
+    """Many writers queue lines for the writer thread; a read in this process waits for them."""
+    paths = [tmp_path / f"agent-{n}.jsonl" for n in range(40)]
+    writers = [TranscriptWriter(path, background=True) for path in paths]
+    for writer in writers:
+        writer.header(HEADER)
+    history: list[Message] = []
+    for turn in range(5):
+        history.append(user(f"turn {turn}") if turn % 2 == 0 else assistant(f"turn {turn}"))
+        for writer in writers:
+            writer.sync(history)
+    for writer in writers:
+        writer.status("completed", output="done")
+
+    for path in paths:  # before any close: reading flushes what is still queued
+        transcript = read_transcript(path)
+        assert transcript.messages == tuple(history)
+        assert transcript.status is not None
+        assert transcript.status.status == "completed"
+        assert not transcript.torn_tail
+    for writer in writers:
+        writer.close()
+
+
+def test_a_background_writer_closes_with_its_lines_written(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    writer = TranscriptWriter(path, background=True)
+    writer.header(HEADER)
+    writer.message(user("hi"))
+    writer.close()
+    lines = path.read_bytes().splitlines()  # a plain read, not read_transcript
+    assert [json.loads(line)["type"] for line in lines] == ["header", "message"]
+    reopened = TranscriptWriter(path, background=True)  # continues the same file
+    assert reopened.history == [user("hi")]
+    reopened.close()
+
+
+def test_a_failed_background_append_is_logged_and_later_lines_still_go_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    gone = tmp_path / "gone"
+    lost = TranscriptWriter(gone / "t.jsonl", background=True)
+    lost.header(HEADER)
+    flush_transcripts()
+    (gone / "t.jsonl").unlink()
+    gone.rmdir()  # the folder vanished under a running writer
+    others = [TranscriptWriter(tmp_path / f"{n}.jsonl", background=True) for n in range(100)]
+    for other in others:  # a hundred agents later, its file is no longer held open
+        other.header(HEADER)
+    lost.message(user("nowhere to go"))
+    for other in others:
+        other.message(user("still recorded"))
+    flush_transcripts()
+    assert f"could not append to the transcript {gone / 't.jsonl'}" in caplog.text
+    assert all(read_transcript(o.path).messages == (user("still recorded"),) for o in others)
+    for writer in (lost, *others):
+        writer.close()
+
+
 # -- usage and status ----------------------------------------------------------
 
 
@@ -482,6 +543,13 @@ def test_files_go_under_the_state_dir(monkeypatch: pytest.MonkeyPatch, tmp_path:
 def test_ids_that_are_not_file_names_are_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="file name"):
         transcript_path("root", bad, base=Path("/tmp"))
+
+
+def test_a_state_folder_that_cannot_be_made_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the state directory should be")
+    with pytest.raises(StateDirError, match="set FORKAGENT_HOME to a directory you can write"):
+        TranscriptWriter(blocker / "transcripts" / "t.jsonl", background=True)
 
 
 def test_files_are_private_to_the_user(tmp_path: Path) -> None:

@@ -1,15 +1,19 @@
 """Writes every agent of a tree to its transcript and to the registry.
 
 An event listener plus the runs' change hook: each history change is one
-appended, flushed line, so a transcript survives a kill -9 up to its last
-complete line. ``skip_transcript`` leaves the files out; the registry row
-still tells ``forkagent ps`` the agent exists. Registry writes go through a
-``RegistryWriter``, off the event loop.
+appended line, so a transcript survives a kill -9 up to its last complete
+line. The lines are written by the transcripts' writer thread, in order and
+without delay, so that the event loop never waits on the disk.
+``skip_transcript`` leaves the files out; the registry row still tells
+``forkagent ps`` the agent exists. Registry writes go through a
+``RegistryWriter``, off the event loop too.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
 from ..permissions.record import policy_record
@@ -20,6 +24,7 @@ from ..state.transcript import (
     TranscriptHeader,
     TranscriptWriter,
     shared_length,
+    state_dir,
     transcript_path,
 )
 from .loop import AgentRun
@@ -35,6 +40,10 @@ class Recorder:
     """Whether the project's hooks could run: recorded so that a resume keeps the decision."""
     writers: dict[str, TranscriptWriter] = field(default_factory=dict)
     registry_writes: RegistryWriter | None = field(init=False, default=None)
+    state: Path = field(init=False, default_factory=state_dir)
+    """The state directory as the tree started: all of its transcripts go to one folder."""
+    _found: set[str] | None = field(init=False, default=None)
+    """The files in the tree's folder when its first agent started (a resumed tree's)."""
 
     def __post_init__(self) -> None:
         if self.registry is not None:
@@ -53,9 +62,9 @@ class Recorder:
     def _attach(self, run: AgentRun, started: AgentStarted) -> None:
         background = started.background
         keep = self.transcripts and run.keep_transcript
-        path = transcript_path(self.root_id, run.id) if keep else None
+        path = transcript_path(self.root_id, run.id, base=self.state) if keep else None
         if path is not None:
-            writer = TranscriptWriter(path)
+            writer = TranscriptWriter(path, background=True, new=self._new_file(path))
             with writer.together():  # header, history and status: one write
                 if not writer.header_written:
                     self._header(writer, run, background)
@@ -79,6 +88,22 @@ class Recorder:
                     process_start=own_process_start(),
                 ),
             )
+
+    def _new_file(self, path: Path) -> bool:
+        """Whether no transcript is at ``path``, known without a system call per agent.
+
+        One process runs a tree (``state.lease``) and every agent id it makes is new,
+        so a file not in the folder when the tree started is not there: a fork need
+        not look for one (on an event loop, each look lets the writer threads in).
+        """
+        if self._found is None:
+            try:
+                self._found = set(os.listdir(path.parent))
+            except FileNotFoundError:
+                self._found = set()
+        new = path.name not in self._found
+        self._found.add(path.name)  # from now on it is there (an agent started again)
+        return new
 
     def _header(self, writer: TranscriptWriter, run: AgentRun, background: bool) -> None:
         """A new transcript's header; a fork's refers to the history its parent recorded."""

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -204,7 +204,8 @@ class Runtime:
         self.cache_monitor(event)  # after the listeners: a report follows its response
 
     def new_id(self, kind: str) -> str:
-        return f"{kind}-{next(self._ids)}-{uuid.uuid4().hex[:6]}"
+        # Six random hex digits tell runs apart; ``random`` needs no system call (uuid4 does).
+        return f"{kind}-{next(self._ids)}-{random.getrandbits(24):06x}"
 
     def adopt(self, run: AgentRun) -> AgentRun:
         run.emit = self.emit

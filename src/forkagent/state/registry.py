@@ -28,7 +28,7 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -65,6 +65,12 @@ def default_registry_path() -> Path:
     return state_dir() / "registry.db"
 
 
+@functools.lru_cache(maxsize=1)
+def _own_host() -> str:
+    """This machine's name, asked once: a thousand forks' rows would ask a thousand times."""
+    return socket.gethostname()
+
+
 @dataclass(frozen=True, slots=True)
 class AgentRecord:
     """One agent's row. Token counts and cost are totals for the agent alone."""
@@ -78,7 +84,7 @@ class AgentRecord:
     status: RecordStatus = "running"
     background: bool = False
     pid: int | None = field(default_factory=os.getpid)
-    host: str | None = field(default_factory=socket.gethostname)
+    host: str | None = field(default_factory=_own_host)
     process_start: str | None = None
     """When process ``pid`` started (``process_start(pid)``; ``own_process_start()``
     for this one), so that a later process given the same pid is not taken for it.
@@ -234,11 +240,10 @@ class Registry:
         """Add an agent; an existing row with its id is replaced (a resumed agent)."""
         values = _to_sql({f: getattr(record, f) for f in _COLUMNS} | {"updated_at": time.time()})
         placeholders = ", ".join("?" for _ in _COLUMNS)
-        with self._writing() as db:
-            db.execute(
-                f"INSERT OR REPLACE INTO agents ({', '.join(_COLUMNS)}) VALUES ({placeholders})",
-                [values[c] for c in _COLUMNS],
-            )
+        self._write_one(
+            f"INSERT OR REPLACE INTO agents ({', '.join(_COLUMNS)}) VALUES ({placeholders})",
+            [values[c] for c in _COLUMNS],
+        )
 
     def update(self, agent_id: str, /, **changes: Any) -> None:
         """Change fields of an agent's row (names as in ``AgentRecord``).
@@ -255,13 +260,11 @@ class Registry:
         if changes.get("status") in FINAL_STATUSES:
             values.setdefault("ended_at", now)
         assignments = ", ".join(f"{name} = ?" for name in values)
-        with self._writing() as db:
-            cursor = db.execute(
-                f"UPDATE agents SET {assignments} WHERE id = ?",
-                [*_to_sql(values).values(), agent_id],
-            )
-            if cursor.rowcount == 0:
-                raise RegistryError(f"no agent with id {agent_id!r} in {self.path}")
+        cursor = self._write_one(
+            f"UPDATE agents SET {assignments} WHERE id = ?", [*_to_sql(values).values(), agent_id]
+        )
+        if cursor.rowcount == 0:
+            raise RegistryError(f"no agent with id {agent_id!r} in {self.path}")
 
     def record_usage(self, agent_id: str, usage: Usage, *, turns: int, cost: float | None) -> None:
         """Store an agent's running totals (call after each response)."""
@@ -431,7 +434,8 @@ class Registry:
     def batch(self) -> Iterator[None]:
         """Make this thread's writes inside the block one transaction: one lock, one commit.
 
-        A write that fails is undone alone (a savepoint) and raises as usual.
+        A write that fails is undone alone (a savepoint; for a single statement, SQLite's
+        own undo of a failed statement) and raises as usual.
         Reads inside the block do not see the block's writes.
         """
         outer = getattr(self._batch, "db", None)
@@ -441,6 +445,22 @@ class Registry:
                 yield
             finally:
                 self._batch.db = outer
+
+    def _write_one(self, statement: str, parameters: Sequence[object]) -> sqlite3.Cursor:
+        """A write of one statement: in a batch, without a savepoint of its own.
+
+        SQLite undoes a failed statement whole and keeps the transaction, so
+        the savepoint (two more statements, a third of a batch's work) would
+        protect nothing.
+        """
+        batch: sqlite3.Connection | None = getattr(self._batch, "db", None)
+        if batch is not None:
+            try:
+                return batch.execute(statement, parameters)
+            except sqlite3.Error as exc:
+                raise RegistryError(f"the agent registry {self.path}: {exc}") from exc
+        with self._writing() as db:
+            return db.execute(statement, parameters)
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:

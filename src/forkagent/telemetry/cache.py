@@ -185,7 +185,7 @@ def _settings_change(
     at all), so a changed setting is judged by what was read, not assumed
     to have emptied the cache.
     """
-    if previous.settings == current.settings:
+    if previous.settings is current.settings or previous.settings == current.settings:
         return previous, None
     change = first_difference(previous.model_copy(update={"model": current.model}), current)
     return previous.model_copy(update={"settings": current.settings}), change
@@ -254,7 +254,7 @@ def extends(previous: ModelRequest, current: ModelRequest) -> bool:
     before, after = previous.messages, current.messages
     if not (
         previous.model == current.model
-        and previous.settings == current.settings
+        and (previous.settings is current.settings or previous.settings == current.settings)
         and previous.tools == current.tools
         and previous.system == current.system
         and len(before) <= len(after)

@@ -65,6 +65,8 @@ class _Family:
     leader: tuple[str, _Sent] | None = None
     """The sibling whose first request went out first, and that request: it writes the
     entry the others read."""
+    shared: ModelRequest | None = None
+    """The leader's request cut to what siblings share (``shared_part``), made once."""
 
 
 @dataclass(slots=True)
@@ -223,11 +225,14 @@ class CacheMonitor:
 
     def _leader(self, agent: _Agent, sent: _Sent) -> _Source | None:
         """The sibling whose first request went out first, if before ``sent``."""
-        leader = agent.family.leader if agent.family is not None else None
-        if leader is None or leader[1].order >= sent.order:
+        family = agent.family
+        leader = family.leader if family is not None else None
+        if family is None or leader is None or leader[1].order >= sent.order:
             return None
         sibling, first = leader
-        return _Source(first, shared_part(first.request), f"fork {sibling}'s shared prefix")
+        if family.shared is None:  # every sibling compares with the same cut copy
+            family.shared = shared_part(first.request)
+        return _Source(first, family.shared, f"fork {sibling}'s shared prefix")
 
     def _check_break(self, agent_id: str, usage: Usage, report: CacheReport) -> None:
         ratio = usage.cache_hit_ratio

@@ -1,0 +1,81 @@
+"""A burst of background forks at the default settings: every record is whole once the session ends.
+
+Transcript lines go out on a writer thread and registry rows on another, so
+that the event loop never waits on the disk; these tests hold them to what a
+synchronous writer would have left on disk.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from forkagent import Agent, RuntimeOptions, Session
+from forkagent.emulator import Emulator
+from forkagent.emulator.timing import NO_LATENCY
+from forkagent.models.emulator import EmulatorModel
+from forkagent.state.registry import Registry
+from forkagent.state.transcript import StatusEntry, UsageEntry, read_transcript, transcript_path
+
+FORKS = 120
+
+
+def _agent(tmp_path: Path) -> Agent:
+    return Agent(
+        model=EmulatorModel("claude-sonnet-4-6", Emulator(latency=NO_LATENCY)),
+        cwd=tmp_path,
+        options=RuntimeOptions(max_agents=FORKS, resume_on_notification=False),
+        registry=Registry(tmp_path / "registry.db"),
+        load_agent_files=False,
+    )
+
+
+async def test_every_background_fork_leaves_a_whole_transcript_and_a_final_row(
+    tmp_path: Path,
+) -> None:
+    agent = _agent(tmp_path)
+    async with agent.session() as session:
+        await session.send("Plan the work.")
+        root = session.root.id
+        tasks = await session.fork([f"Do task {n}." for n in range(FORKS)], background=True)
+        results = [await task.wait() for task in tasks]
+    assert all(result.status == "completed" for result in results)
+
+    rows = {row.id: row for row in Registry(tmp_path / "registry.db").list(limit=None)}
+    for task, result in zip(tasks, results, strict=True):
+        transcript = read_transcript(transcript_path(root, task.id))
+        assert transcript.header.parent_id == root
+        assert transcript.header.history_from is not None  # one header, pointing at the parent
+        statuses = [e.status for e in transcript.entries if isinstance(e, StatusEntry)]
+        assert statuses == ["running", "completed"]
+        assert transcript.messages[-1].text == result.output
+        assert sum(isinstance(e, UsageEntry) for e in transcript.entries) == 1
+        assert transcript.usage == result.usage
+        assert not transcript.torn_tail
+        assert rows[task.id].status == "completed"
+        assert rows[task.id].turns == 1
+
+
+async def test_a_resumed_tree_continues_its_transcripts_and_new_forks_get_new_files(
+    tmp_path: Path,
+) -> None:
+    agent = _agent(tmp_path)
+    async with agent.session() as session:
+        await session.send("Plan the work.")
+        root = session.root.id
+        first = await session.fork(["Do task 1."], background=True)
+        await first[0].wait()
+    path = transcript_path(root, root)
+    before = read_transcript(path)
+
+    async with Session.resume(_agent(tmp_path), path) as resumed:
+        await resumed.send("Go on.")
+        later = await resumed.fork(["Do task 2."], background=True)
+        await later[0].wait()
+
+    after = read_transcript(path)
+    assert after.messages[: len(before.messages)] == before.messages
+    assert len(after.messages) > len(before.messages)
+    assert sum(isinstance(e, StatusEntry) and e.status == "running" for e in after.entries) == 2
+    fork = read_transcript(transcript_path(root, later[0].id))
+    assert fork.header.history_from is not None
+    assert fork.header.history_from.agent_id == root
