@@ -22,6 +22,7 @@ from . import anthropic_rules, tokens
 from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, digest
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
+from .memo import Memo, content_key
 from .policies import EmulatedRequest
 from .profiles import ANTHROPIC_FRAMING_TOKENS, anthropic_min_tokens, anthropic_tool_prompt_tokens
 from .wire import (
@@ -75,6 +76,7 @@ class _Fingerprint:
     tools: bytes
     system: bytes
     messages: tuple[bytes, ...]
+    """Each message block's canonical bytes (shared with the request's blocks, not copied)."""
     settings: bytes
     cached_tokens: int
 
@@ -134,8 +136,8 @@ class _Prompt:
         blocks += _system_blocks(body.get("system"))
         images = 0
         for m, message in enumerate(messages):
-            message_blocks = _message_blocks(m, message)
-            images += sum(_images(b) for b in _contents(message))
+            message_blocks, message_images = _message_blocks(m, message)
+            images += message_images
             blocks += message_blocks
         top = _mark(body.get("cache_control"), "cache_control")
         found = sum(1 for b in blocks if b.ttl is not None) + (top is not None)
@@ -165,15 +167,11 @@ class _Prompt:
         layers: dict[str, list[bytes]] = {"tools": [], "system": [], "messages": []}
         for block in self.blocks:
             layers[block.layer].append(block.content)
-        running, messages = b"", []
-        for content in layers["messages"]:
-            running = digest(running, content)
-            messages.append(running)
         return _Fingerprint(
             model=canonical([self.model, self.speed]),
             tools=digest(*layers["tools"]),
             system=digest(*layers["system"]),
-            messages=tuple(messages),
+            messages=tuple(layers["messages"]),
             settings=self.seeds["messages"],
             cached_tokens=cached_tokens,
         )
@@ -210,17 +208,19 @@ def _system_blocks(system: Any) -> list[Block]:
         system = [{"type": "text", "text": system}]
     if not isinstance(system, list):
         raise invalid("system: Input should be a valid string or list of text blocks")
-    return [_block("system", f"system[{i}]", None, b) for i, b in enumerate(system)]
+    return [_block("system", f"system[{i}]", None, b)[0] for i, b in enumerate(system)]
 
 
-def _message_blocks(index: int, message: Any) -> list[Block]:
+def _message_blocks(index: int, message: Any) -> tuple[list[Block], int]:
+    """The message's blocks, and the images they hold."""
     if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
         raise invalid(f"messages.{index}: role must be 'user' or 'assistant'")
     role = message["role"]
-    return [
+    counted = [
         _block("messages", f"messages[{index}].content[{j}]", role, b)
         for j, b in enumerate(_contents(message))
     ]
+    return [block for block, _ in counted], sum(images for _, images in counted)
 
 
 def _contents(message: Json) -> list[Json]:
@@ -230,13 +230,26 @@ def _contents(message: Json) -> list[Json]:
     return blocks
 
 
-def _block(layer: Layer, label: str, role: str | None, block: Any) -> Block:
+_DERIVED: Memo[tuple[bytes, int, int]] = Memo()
+"""A block's canonical bytes, tokens and images, by its role and content: the children of a
+fork family send the same N tool calls and N placeholder results each, and every turn of a
+conversation sends its history again."""
+
+
+def _block(layer: Layer, label: str, role: str | None, block: Any) -> tuple[Block, int]:
+    """The block as the cache sees it, and the images it holds."""
     if not isinstance(block, dict) or "type" not in block:
         raise invalid(f"{label}: content blocks need a type")
+    ttl = _mark(block.get("cache_control"), f"{label}.cache_control")
+    key = content_key(block)
+    content, size, images = _DERIVED.get((role, key), len(key), lambda: _derive(role, block))
+    return Block(layer, label, content, size, ttl), images
+
+
+def _derive(role: str | None, block: Json) -> tuple[bytes, int, int]:
     bare = {k: v for k, v in block.items() if k != "cache_control"}
     payload = {"role": role, **bare} if role else bare
-    ttl = _mark(block.get("cache_control"), f"{label}.cache_control")
-    return Block(layer, label, canonical(payload), _block_tokens(bare), ttl)
+    return canonical(payload), _block_tokens(bare), _images(bare)
 
 
 def _block_tokens(block: Json) -> int:
@@ -345,18 +358,18 @@ class AnthropicTurn(Turn):
         )
         first_user: Json = next((m for m in messages if m.get("role") == "user"), {})
         last = messages[-1] if messages[-1].get("role") == "user" else {}
+        last_text = _text_of(last)
+        first_text = last_text if first_user is last else _text_of(first_user)
         return EmulatedRequest(
             provider="anthropic",
             model=self.model,
             system=system_text,
-            last_user_text=_text_of(last),
+            last_user_text=last_text,
             tool_names=tuple(
                 str(t.get("name", "")) for t in call.body.get("tools") or [] if isinstance(t, dict)
             ),
             message_count=len(messages),
-            conversation=conversation_key(
-                call.headers, self.model, system_text, _text_of(first_user)
-            ),
+            conversation=conversation_key(call.headers, self.model, system_text, first_text),
             body=call.body,
             contract=anthropic_rules.contract(call.body),
         )
@@ -529,6 +542,4 @@ def _text_of(message: Json) -> str:
 
 
 def _extends(longer: tuple[bytes, ...], prefix: tuple[bytes, ...]) -> bool:
-    if len(longer) < len(prefix):
-        return False
-    return not prefix or longer[len(prefix) - 1] == prefix[-1]
+    return longer[: len(prefix)] == prefix

@@ -13,7 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from .memo import Memo, content_key
+
 Path: TypeAlias = tuple[str | int, ...]
+Json: TypeAlias = dict[str, Any]
 Problem: TypeAlias = Literal[
     "unknown_field", "missing", "type", "tag", "enum", "below_min", "above_max", "too_short"
 ]
@@ -291,4 +294,28 @@ def _check_list(value: Any, spec: ListOf) -> None:
         raise SchemaError((), "above_max", message, len(value), spec.max_items)
     item_spec = spec.item
     for i, item in enumerate(value):
-        _check_at(i, item, item_spec)
+        if type(item) is dict:
+            _check_object_item(i, item, item_spec)
+        else:
+            _check_at(i, item, item_spec)
+
+
+_VALID: Memo[Spec] = Memo(max_chars=8_000_000)
+"""Objects already found valid, by spec and content: a long conversation's blocks are checked
+once, not on every request that repeats them. Holding the spec keeps its id from being reused."""
+_REMEMBERED_CHARS = 8192
+"""Bigger objects (whole messages) are checked item by item, each item remembered."""
+
+
+def _check_object_item(index: int, item: Json, spec: Spec) -> None:
+    """``_check_at`` of an object in a list, skipped for content already found valid."""
+    text = content_key(item)
+    if len(text) > _REMEMBERED_CHARS:
+        _check_at(index, item, spec)
+        return
+    _VALID.get((id(spec), text), len(text), lambda: _valid(index, item, spec))
+
+
+def _valid(index: int, item: Json, spec: Spec) -> Spec:
+    _check_at(index, item, spec)
+    return spec
