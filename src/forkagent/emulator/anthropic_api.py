@@ -22,7 +22,7 @@ from . import anthropic_rules, tokens
 from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, digest
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
-from .memo import Memo, content_key
+from .memo import Memo, content_key, one_request
 from .policies import EmulatedRequest
 from .profiles import ANTHROPIC_FRAMING_TOKENS, anthropic_min_tokens, anthropic_tool_prompt_tokens
 from .wire import (
@@ -216,11 +216,13 @@ def _message_blocks(index: int, message: Any) -> tuple[list[Block], int]:
     if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
         raise invalid(f"messages.{index}: role must be 'user' or 'assistant'")
     role = message["role"]
-    counted = [
-        _block("messages", f"messages[{index}].content[{j}]", role, b)
-        for j, b in enumerate(_contents(message))
-    ]
-    return [block for block, _ in counted], sum(images for _, images in counted)
+    blocks: list[Block] = []
+    images = 0
+    for j, b in enumerate(_contents(message)):
+        block, held = _block("messages", f"messages[{index}].content[{j}]", role, b)
+        blocks.append(block)
+        images += held
+    return blocks, images
 
 
 def _contents(message: Json) -> list[Json]:
@@ -311,9 +313,10 @@ class AnthropicTurn(Turn):
     def __init__(self, api: AnthropicApi, call: Call) -> None:
         body = call.body
         self._api = api
-        if not api.catalog.lenient:
-            anthropic_rules.check_create(body, api.catalog)
-        self._prompt = _Prompt.parse(body)
+        with one_request():
+            if not api.catalog.lenient:
+                anthropic_rules.check_create(body, api.catalog)
+            self._prompt = _Prompt.parse(body)
         self.model = self._prompt.model
         max_tokens: int = require(body, "max_tokens", int)
         self.max_tokens = max_tokens

@@ -10,10 +10,30 @@ content, so it is kept here under a key that is that content.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+
+_SCOPE: ContextVar[dict[int, tuple[object, str]] | None] = ContextVar("_SCOPE", default=None)
+
+
+@contextmanager
+def one_request() -> Iterator[None]:
+    """While one request is parsed, the key of each of its objects is made once.
+
+    Validation and parsing both ask for a block's key; inside this block the
+    body is neither changed nor freed, and the scope holds every object it keys,
+    so an object's ``id`` names it for the scope's whole life.
+    """
+    token = _SCOPE.set({})
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
 
 
 def content_key(value: object) -> str:
@@ -23,7 +43,15 @@ def content_key(value: object) -> str:
     and null apart, and two objects print alike only with the same keys in the same order
     and equal values. (Key order matters to the providers too: they hash the JSON text.)
     """
-    return repr(value)
+    scope = _SCOPE.get()
+    if scope is None:
+        return repr(value)
+    found = scope.get(id(value))
+    if found is not None:
+        return found[1]
+    key = repr(value)
+    scope[id(value)] = (value, key)
+    return key
 
 
 class Memo(Generic[T]):
