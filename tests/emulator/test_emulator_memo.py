@@ -8,10 +8,8 @@ dict object, is derived and checked again.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-import pytest
 from _emu_helpers import OPUS_41, text
 
 from forkagent.emulator import Emulator
@@ -91,21 +89,19 @@ def test_content_key_tells_json_values_apart() -> None:
 
 
 def test_memo_is_bounded_by_its_keys_size_oldest_out() -> None:
-    memo: Memo[int] = Memo(max_chars=10)
-    for n in range(5):
-        assert memo.get(f"key{n}", 4, functools.partial(int, n)) == n
-    assert len(memo) == 2  # 8 characters kept
-    assert memo.get("key4", 4, lambda: -1) == 4
-    assert memo.get("key0", 4, lambda: -1) == -1  # evicted, derived again
+    memo: Memo[int] = Memo(max_chars=16)
+    for n in range(6):
+        memo.keep(f"key{n}", 4, n)
+    assert len(memo) == 4  # 16 characters kept
+    assert [memo.find(f"key{n}") for n in range(6)] == [None, None, 2, 3, 4, 5]
+    memo.keep("huge", 5, 7)  # over a quarter of the budget: not kept
+    assert memo.find("huge") is None
+    assert memo.find("key2") == 2
 
 
-def test_memo_keeps_nothing_when_deriving_fails() -> None:
-    memo: Memo[int] = Memo()
-
-    def fail() -> int:
-        raise ValueError("bad")
-
-    for _ in range(2):
-        with pytest.raises(ValueError, match="bad"):
-            memo.get("k", 1, fail)
-    assert len(memo) == 0
+def test_memo_with_second_sight_keeps_a_value_only_for_content_that_comes_again() -> None:
+    memo: Memo[int] = Memo(second_sight=True)
+    memo.keep("message", 7, 1)
+    assert memo.find("message") is None  # only noted
+    memo.keep("message", 7, 2)
+    assert memo.find("message") == 2

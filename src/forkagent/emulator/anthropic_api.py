@@ -136,7 +136,12 @@ class _Prompt:
         blocks += _system_blocks(body.get("system"))
         images = 0
         for m, message in enumerate(messages):
-            message_blocks, message_images = _message_blocks(m, message)
+            key = content_key(message)
+            counted = _MESSAGES.find((m, key))
+            if counted is None:
+                counted = _message_blocks(m, message)
+                _MESSAGES.keep((m, key), len(key), counted)
+            message_blocks, message_images = counted
             images += message_images
             blocks += message_blocks
         top = _mark(body.get("cache_control"), "cache_control")
@@ -211,7 +216,12 @@ def _system_blocks(system: Any) -> list[Block]:
     return [_block("system", f"system[{i}]", None, b)[0] for i, b in enumerate(system)]
 
 
-def _message_blocks(index: int, message: Any) -> tuple[list[Block], int]:
+_MESSAGES: Memo[tuple[tuple[Block, ...], int]] = Memo(second_sight=True)
+"""A message's blocks and images, by its place and content: every child of a reply with N
+tool calls sends that reply, N blocks, and every turn of a conversation its history."""
+
+
+def _message_blocks(index: int, message: Any) -> tuple[tuple[Block, ...], int]:
     """The message's blocks, and the images they hold."""
     if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
         raise invalid(f"messages.{index}: role must be 'user' or 'assistant'")
@@ -222,7 +232,7 @@ def _message_blocks(index: int, message: Any) -> tuple[list[Block], int]:
         block, held = _block("messages", f"messages[{index}].content[{j}]", role, b)
         blocks.append(block)
         images += held
-    return blocks, images
+    return tuple(blocks), images
 
 
 def _contents(message: Json) -> list[Json]:
@@ -244,7 +254,11 @@ def _block(layer: Layer, label: str, role: str | None, block: Any) -> tuple[Bloc
         raise invalid(f"{label}: content blocks need a type")
     ttl = _mark(block.get("cache_control"), f"{label}.cache_control")
     key = content_key(block)
-    content, size, images = _DERIVED.get((role, key), len(key), lambda: _derive(role, block))
+    derived = _DERIVED.find((role, key))
+    if derived is None:
+        derived = _derive(role, block)
+        _DERIVED.keep((role, key), len(key), derived)
+    content, size, images = derived
     return Block(layer, label, content, size, ttl), images
 
 

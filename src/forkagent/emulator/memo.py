@@ -10,7 +10,7 @@ content, so it is kept here under a key that is that content.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Generic, TypeVar
@@ -58,32 +58,43 @@ class Memo(Generic[T]):
     """A bounded map from a content key to what was derived from that content.
 
     Bounded by the total length of its keys (a key is about as long as the content it
-    stands for), oldest entries first out. Reads take no lock: a dict lookup is atomic.
+    stands for), oldest entries first out; content bigger than a quarter of that is derived
+    every time (the caller derives it, then keeps it). With ``second_sight``, a value is kept only when its content comes again
+    (the first time only the key is noted): for contents most of which come once, such
+    as whole messages, whose values would otherwise crowd the memory and the collector.
+    Reads take no lock: a dict lookup is atomic.
     """
 
-    def __init__(self, max_chars: int = 32_000_000) -> None:
-        self._entries: dict[Hashable, tuple[T, int]] = {}
+    def __init__(self, max_chars: int = 32_000_000, *, second_sight: bool = False) -> None:
+        self._entries: dict[Hashable, tuple[T, int] | int] = {}
+        """A value and its key's size, or only the size of a key seen once."""
         self._chars = 0
         self._max_chars = max_chars
+        self._second_sight = second_sight
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable, size: int, derive: Callable[[], T]) -> T:
-        """The value kept for ``key``, or ``derive()`` kept under it (``size``: the key's length).
-
-        An exception from ``derive`` leaves nothing behind, so bad content is checked every time.
-        """
+    def find(self, key: Hashable) -> T | None:
+        """The value kept for ``key``, if any."""
         found = self._entries.get(key)
-        if found is not None:
-            return found[0]
-        value = derive()
+        return found[0] if isinstance(found, tuple) else None
+
+    def keep(self, key: Hashable, size: int, value: T) -> None:
+        """Keep ``value`` (derived from valid content only) under ``key``, ``size`` characters."""
+        if size > self._max_chars // 4:
+            return  # it would push out most of what is kept
+        seen = self._entries.get(key) is not None
+        self._keep(key, size if self._second_sight and not seen else (value, size))
+
+    def _keep(self, key: Hashable, entry: tuple[T, int] | int) -> None:
         with self._lock:
-            if key not in self._entries:
-                self._entries[key] = (value, size)
-                self._chars += size
-                while self._chars > self._max_chars and self._entries:
-                    oldest = next(iter(self._entries))
-                    self._chars -= self._entries.pop(oldest)[1]
-        return value
+            previous = self._entries.get(key)
+            if isinstance(previous, tuple):
+                return
+            self._entries[key] = entry
+            if previous is None:
+                self._chars += _size(entry)
+            while self._chars > self._max_chars and self._entries:
+                self._chars -= _size(self._entries.pop(next(iter(self._entries))))
 
     def clear(self) -> None:
         with self._lock:
@@ -92,3 +103,7 @@ class Memo(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _size(entry: tuple[object, int] | int) -> int:
+    return entry if isinstance(entry, int) else entry[1]

@@ -300,22 +300,15 @@ def _check_list(value: Any, spec: ListOf) -> None:
             _check_at(i, item, item_spec)
 
 
-_VALID: Memo[Spec] = Memo(max_chars=8_000_000)
-"""Objects already found valid, by spec and content: a long conversation's blocks are checked
-once, not on every request that repeats them. Holding the spec keeps its id from being reused."""
-_REMEMBERED_CHARS = 8192
-"""Bigger objects (whole messages) are checked item by item, each item remembered."""
+_VALID: Memo[Spec] = Memo()
+"""Objects already found valid, by spec and content: a long conversation's blocks, and the
+messages a fork family repeats, are checked once, not on every request that repeats them.
+Holding the spec keeps its id from being reused."""
 
 
 def _check_object_item(index: int, item: Json, spec: Spec) -> None:
     """``_check_at`` of an object in a list, skipped for content already found valid."""
     text = content_key(item)
-    if len(text) > _REMEMBERED_CHARS:
+    if _VALID.find((id(spec), text)) is None:
         _check_at(index, item, spec)
-        return
-    _VALID.get((id(spec), text), len(text), lambda: _valid(index, item, spec))
-
-
-def _valid(index: int, item: Json, spec: Spec) -> Spec:
-    _check_at(index, item, spec)
-    return spec
+        _VALID.keep((id(spec), text), len(text), spec)
