@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from _emu_helpers import OPUS_41, text
 
 from forkagent.emulator import Emulator
@@ -46,23 +47,28 @@ async def test_repeated_blocks_are_billed_as_the_first_time() -> None:
     assert again["input_tokens"] == first["input_tokens"]
 
 
-async def test_a_block_changed_in_place_is_counted_again() -> None:
+@pytest.mark.parametrize("blocks", [2, 20], ids=["short message", "long message"])
+async def test_a_block_changed_in_place_is_counted_again(blocks: int) -> None:
+    """Long messages are also remembered by all but their last block: a change there counts."""
     emulator = Emulator(latency=NO_LATENCY)
-    blocks = [{"type": "text", "text": text(600, "a")}, {"type": "text", "text": text(600, "b")}]
-    first = await _usage(emulator, _body(blocks))
-    blocks[1]["text"] = text(900, "c")  # same dict object, new content
-    second = await _usage(emulator, _body(blocks))
+    content = [{"type": "text", "text": text(1200 // blocks, f"part {n}")} for n in range(blocks)]
+    first = await _usage(emulator, _body(content))
+    content[0]["text"] = text(1500 // blocks, "changed")  # same dict object, new content
+    second = await _usage(emulator, _body(content))
     total = first["cache_creation_input_tokens"] + first["input_tokens"]
-    assert second["cache_creation_input_tokens"] + second["input_tokens"] == total + 300
+    grown = 1500 // blocks - 1200 // blocks
+    assert second["cache_creation_input_tokens"] + second["input_tokens"] == total + grown
     assert second["cache_read_input_tokens"] == 0  # the changed block breaks the prefix
 
 
-async def test_a_block_made_invalid_in_place_is_rejected() -> None:
+@pytest.mark.parametrize("blocks", [1, 20], ids=["short message", "long message"])
+async def test_a_block_made_invalid_in_place_is_rejected(blocks: int) -> None:
     emulator = Emulator(latency=NO_LATENCY)
-    block: Body = {"type": "text", "text": "fine"}
-    await _usage(emulator, _body([block]))
-    block["text"] = 7
-    reply = await emulator.dispatch("POST", "/v1/messages", _body([block]))
+    content: list[Body] = [{"type": "text", "text": f"fine {n}"} for n in range(blocks)]
+    for _ in range(3):  # seen again and again: remembered as valid
+        await _usage(emulator, _body(content))
+    content[0]["text"] = 7
+    reply = await emulator.dispatch("POST", "/v1/messages", _body(content))
     assert reply.status == 400
     assert "messages.0.content.0.text: Input should be a valid string" in str(reply.body)
 

@@ -22,7 +22,7 @@ from . import anthropic_rules, tokens
 from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, digest
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
-from .memo import Memo, content_key, one_request
+from .memo import Memo, content_key, head_key, one_request
 from .policies import EmulatedRequest
 from .profiles import ANTHROPIC_FRAMING_TOKENS, anthropic_min_tokens, anthropic_tool_prompt_tokens
 from .wire import (
@@ -226,9 +226,31 @@ def _message_blocks(index: int, message: Any) -> tuple[tuple[Block, ...], int]:
     if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
         raise invalid(f"messages.{index}: role must be 'user' or 'assistant'")
     role = message["role"]
+    contents = _contents(message)
+    if len(contents) <= _HEAD_BLOCKS:
+        return _counted(index, role, contents, 0)
+    key = (index, role, head_key(contents))
+    head = _HEADS.find(key)
+    if head is None:
+        head = _counted(index, role, contents[:-1], 0)
+        _HEADS.keep(key, len(key[2]), head)
+    last, images = _counted(index, role, contents[-1:], len(contents) - 1)
+    return head[0] + last, head[1] + images
+
+
+_HEAD_BLOCKS = 8
+_HEADS: Memo[tuple[tuple[Block, ...], int]] = Memo(second_sight=True)
+"""A long message's blocks but its last, by place, role and content: every child of a reply
+with N tool calls ends with the same N placeholder results and rules before its directive."""
+
+
+def _counted(
+    index: int, role: str, contents: list[Json], first: int
+) -> tuple[tuple[Block, ...], int]:
+    """Blocks ``first``, ``first + 1``... of message ``index``, and the images they hold."""
     blocks: list[Block] = []
     images = 0
-    for j, b in enumerate(_contents(message)):
+    for j, b in enumerate(contents, first):
         block, held = _block("messages", f"messages[{index}].content[{j}]", role, b)
         blocks.append(block)
         images += held

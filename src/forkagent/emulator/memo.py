@@ -13,12 +13,12 @@ import threading
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 
-_SCOPE: ContextVar[dict[int, tuple[object, str]] | None] = ContextVar("_SCOPE", default=None)
+_SCOPE: ContextVar[dict[Hashable, tuple[object, str]] | None] = ContextVar("_SCOPE", default=None)
 
 
 @contextmanager
@@ -51,6 +51,21 @@ def content_key(value: object) -> str:
         return found[1]
     key = repr(value)
     scope[id(value)] = (value, key)
+    return key
+
+
+def head_key(items: list[Any]) -> str:
+    """``content_key`` of all but the last item: what a list shares with the same list
+    before its last item was added (a conversation before its new turn, the N placeholder
+    results and rules every child of one reply sends before its own directive)."""
+    scope = _SCOPE.get()
+    if scope is None:
+        return repr(items[:-1])
+    found = scope.get(("head", id(items)))
+    if found is not None:
+        return found[1]
+    key = repr(items[:-1])
+    scope[("head", id(items))] = (items, key)
     return key
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from .memo import Memo, content_key
+from .memo import Memo, content_key, head_key
 
 Path: TypeAlias = tuple[str | int, ...]
 Json: TypeAlias = dict[str, Any]
@@ -293,11 +293,21 @@ def _check_list(value: Any, spec: ListOf) -> None:
         message = f"List should have at most {spec.max_items} item(s)"
         raise SchemaError((), "above_max", message, len(value), spec.max_items)
     item_spec = spec.item
-    for i, item in enumerate(value):
+    head = (id(item_spec), "head", head_key(value)) if len(value) > _HEAD_ITEMS else None
+    start = 0 if head is None or _VALID.find(head) is None else len(value) - 1
+    for i in range(start, len(value)):
+        item = value[i]
         if type(item) is dict:
             _check_object_item(i, item, item_spec)
         else:
             _check_at(i, item, item_spec)
+    if head is not None and start == 0:
+        _VALID.keep(head, len(head[2]), item_spec)
+
+
+_HEAD_ITEMS = 8
+"""Longer lists are checked from their last item when the items before it were found valid
+together before: a conversation's history, a child's placeholders."""
 
 
 _VALID: Memo[Spec] = Memo()
