@@ -136,12 +136,7 @@ class _Prompt:
         blocks += _system_blocks(body.get("system"))
         images = 0
         for m, message in enumerate(messages):
-            key = content_key(message)
-            counted = _MESSAGES.find((m, key))
-            if counted is None:
-                counted = _message_blocks(m, message)
-                _MESSAGES.keep((m, key), len(key), counted)
-            message_blocks, message_images = counted
+            message_blocks, message_images = _message_blocks(m, message)
             images += message_images
             blocks += message_blocks
         top = _mark(body.get("cache_control"), "cache_control")
@@ -214,11 +209,6 @@ def _system_blocks(system: Any) -> list[Block]:
     if not isinstance(system, list):
         raise invalid("system: Input should be a valid string or list of text blocks")
     return [_block("system", f"system[{i}]", None, b)[0] for i, b in enumerate(system)]
-
-
-_MESSAGES: Memo[tuple[tuple[Block, ...], int]] = Memo(second_sight=True)
-"""A message's blocks and images, by its place and content: every child of a reply with N
-tool calls sends that reply, N blocks, and every turn of a conversation its history."""
 
 
 def _message_blocks(index: int, message: Any) -> tuple[tuple[Block, ...], int]:

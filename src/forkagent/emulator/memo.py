@@ -76,7 +76,7 @@ class Memo(Generic[T]):
     stands for), oldest entries first out; content bigger than a quarter of that is derived
     every time (the caller derives it, then keeps it). With ``second_sight``, a value is kept only when its content comes again
     (the first time only the key is noted): for contents most of which come once, such
-    as whole messages, whose values would otherwise crowd the memory and the collector.
+    as the start of a conversation's last message, whose values would otherwise crowd the memory and the collector.
     Reads take no lock: a dict lookup is atomic.
     """
 
