@@ -317,7 +317,15 @@ Holding the spec keeps its id from being reused."""
 
 
 def _check_object_item(index: int, item: Json, spec: Spec) -> None:
-    """``_check_at`` of an object in a list, skipped for content already found valid."""
+    """``_check_at`` of an object in a list, skipped for content already found valid.
+
+    An object holding a long list (a message of many blocks) is checked field by field
+    instead: its list is remembered by its head, and keying the whole object would cost
+    one more pass over all of it.
+    """
+    if any(type(v) is list and len(v) > _HEAD_ITEMS for v in item.values()):
+        _check_at(index, item, spec)
+        return
     text = content_key(item)
     if _VALID.find((id(spec), text)) is None:
         _check_at(index, item, spec)
