@@ -75,8 +75,9 @@ class _Fingerprint:
     model: bytes
     tools: bytes
     system: bytes
-    messages: tuple[bytes, ...]
-    """Each message block's canonical bytes (shared with the request's blocks, not copied)."""
+    messages: tuple[int, bytes]
+    """How many message blocks, and one digest of them all: small, as 50,000 of these are
+    kept. A later request extends this one when its first that many blocks digest alike."""
     settings: bytes
     cached_tokens: int
 
@@ -124,6 +125,8 @@ class _Prompt:
     seeds: Mapping[Layer, bytes]
     model: str
     speed: str | None
+    message_start: int
+    """Where the messages' blocks begin, after the tools' and the system's."""
 
     @classmethod
     def parse(cls, body: Json, *, counting: bool = False) -> _Prompt:
@@ -135,6 +138,7 @@ class _Prompt:
         blocks = [*_tool_prompt(model, body), *_tool_blocks(tools)] if tools else []
         blocks += _system_blocks(body.get("system"))
         images = 0
+        start = len(blocks)
         for m, message in enumerate(messages):
             message_blocks, message_images = _message_blocks(m, message)
             images += message_images
@@ -161,20 +165,27 @@ class _Prompt:
                 }
             ),
         }
-        return cls(tuple(blocks), seeds, model, speed)
+        return cls(tuple(blocks), seeds, model, speed, start)
 
     def fingerprint(self, cached_tokens: int) -> _Fingerprint:
-        layers: dict[str, list[bytes]] = {"tools": [], "system": [], "messages": []}
-        for block in self.blocks:
-            layers[block.layer].append(block.content)
+        before = self.blocks[: self.message_start]
+        messages = self.blocks[self.message_start :]
         return _Fingerprint(
             model=canonical([self.model, self.speed]),
-            tools=digest(*layers["tools"]),
-            system=digest(*layers["system"]),
-            messages=tuple(layers["messages"]),
+            tools=digest(*(b.content for b in before if b.layer == "tools")),
+            system=digest(*(b.content for b in before if b.layer == "system")),
+            messages=(len(messages), digest(*(b.content for b in messages))),
             settings=self.seeds["messages"],
             cached_tokens=cached_tokens,
         )
+
+    def extends(self, messages: tuple[int, bytes]) -> bool:
+        """Whether this prompt's messages begin with those a fingerprint was taken of."""
+        count, sealed = messages
+        start = self.message_start
+        if len(self.blocks) - start < count:
+            return False
+        return digest(*(b.content for b in self.blocks[start : start + count])) == sealed
 
 
 def _tool_prompt(model: str, body: Json) -> list[Block]:
@@ -436,7 +447,7 @@ class AnthropicTurn(Turn):
             reason = "tools_changed"
         elif now.system != before.system:
             reason = "system_changed"
-        elif not _extends(now.messages, before.messages):
+        elif not self._prompt.extends(before.messages):
             reason = "messages_changed"
         elif now.settings != before.settings:
             return {"cache_miss_reason": {"type": "unavailable"}}
@@ -568,7 +579,3 @@ def _thinking(text: str) -> Json:
 
 def _text_of(message: Json) -> str:
     return joined_text(_contents(message)) if message else ""
-
-
-def _extends(longer: tuple[bytes, ...], prefix: tuple[bytes, ...]) -> bool:
-    return longer[: len(prefix)] == prefix
