@@ -72,12 +72,13 @@ def head_key(items: list[Any]) -> str:
 class Memo(Generic[T]):
     """A bounded map from a content key to what was derived from that content.
 
-    Bounded by the total length of its keys (a key is about as long as the content it
-    stands for), oldest entries first out; content bigger than a quarter of that is derived
-    every time (the caller derives it, then keeps it). With ``second_sight``, a value is kept only when its content comes again
-    (the first time only the key is noted): for contents most of which come once, such
-    as the start of a conversation's last message, whose values would otherwise crowd the memory and the collector.
-    Reads take no lock: a dict lookup is atomic.
+    Bounded by the total length of its keys (a key is about as long as the content
+    it stands for), oldest entries first out; content bigger than a quarter of that
+    is not kept. The caller derives a value, then keeps it. With ``second_sight`` a
+    value is kept only when its content comes again (the first time only the key is
+    noted), for contents most of which come once, such as the start of a
+    conversation's last message, whose values would crowd the memory and the
+    collector. Reads take no lock: a dict lookup is atomic.
     """
 
     def __init__(self, max_chars: int = 32_000_000, *, second_sight: bool = False) -> None:
@@ -110,11 +111,6 @@ class Memo(Generic[T]):
                 self._chars += _size(entry)
             while self._chars > self._max_chars and self._entries:
                 self._chars -= _size(self._entries.pop(next(iter(self._entries))))
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._chars = 0
 
     def __len__(self) -> int:
         return len(self._entries)
