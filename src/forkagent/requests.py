@@ -18,7 +18,7 @@ from typing import Annotated, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetPydanticSchema
 from pydantic_core import CoreSchema, core_schema
 
-from .messages import JsonValue, Message, TextBlock
+from .messages import ContentBlock, JsonValue, Message, TextBlock
 
 Layer: TypeAlias = Literal["tools", "system", "messages"]
 _LAYER_ORDER: tuple[Layer, ...] = ("tools", "system", "messages")
@@ -131,11 +131,14 @@ def request_blocks(request: ModelRequest) -> list[CanonicalBlock]:
     ]
     for m, message in enumerate(request.messages):
         for b, block in enumerate(message.content):
-            payload = {"role": message.role, **block.model_dump(mode="json")}
-            blocks.append(
-                CanonicalBlock("messages", f"messages[{m}].content[{b}]", canonical_json(payload))
-            )
+            data = canonical_block(message.role, block)
+            blocks.append(CanonicalBlock("messages", f"messages[{m}].content[{b}]", data))
     return blocks
+
+
+def canonical_block(role: str, block: ContentBlock) -> bytes:
+    """A message's block as ``request_blocks`` renders it: its role, then its fields."""
+    return canonical_json({"role": role, **block.model_dump(mode="json")})
 
 
 def prefix_fingerprints(request: ModelRequest) -> list[str]:

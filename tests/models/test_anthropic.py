@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from forkagent._orchestration.fork import FORK_RULES, fork_base, fork_from
 from forkagent.emulator import Emulator, Fault, RunningServer
 from forkagent.errors import (
     InvalidRequestError,
@@ -14,7 +15,16 @@ from forkagent.errors import (
     OverloadedError,
     StreamInterruptedError,
 )
-from forkagent.messages import JsonValue, TextBlock, ThinkingBlock, ToolUseBlock, assistant, user
+from forkagent.messages import (
+    AssistantMessage,
+    JsonValue,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    UserMessage,
+    assistant,
+    user,
+)
 from forkagent.models import (
     Model,
     ResponseComplete,
@@ -427,3 +437,32 @@ def test_siblings_share_the_rendering_of_their_common_messages() -> None:
         assert message is b["messages"][a["messages"].index(message)]
         assert all("cache_control" not in block for block in message["content"])
     assert render_request(first) == a  # the same bytes as before sharing
+
+
+def test_siblings_of_one_reply_share_each_placeholder_block() -> None:
+    """N forks of one reply end with the same N placeholder results: each is rendered once."""
+    calls = tuple(ToolUseBlock(id=f"toolu_{n}", name="Agent", input={"n": n}) for n in range(3))
+    history = (user("Split it."), AssistantMessage(content=calls))
+    base = fork_base(history)
+    children = [
+        ModelRequest(
+            model=MODEL, messages=forked.messages, shared_prefix_end=forked.shared_prefix_end
+        )
+        for forked in (fork_from(base, "first"), fork_from(base, "second"))
+    ]
+
+    a, b = (wire(render_request(child))["messages"][-1]["content"] for child in children)
+
+    assert all(x is y for x, y in zip(a[:3], b[:3], strict=True))  # the placeholders
+    assert [x["type"] for x in a[:3]] == ["tool_result"] * 3
+    # the rules block carries the marker in each child's own copy, never in the shared one
+    assert a[3] is not b[3]
+    assert a[3]["cache_control"] == b[3]["cache_control"] == {"type": "ephemeral"}
+    plain = ModelRequest(
+        model=MODEL,
+        messages=(*base.messages, UserMessage(content=(*base.head, TextBlock(text="t")))),
+    )
+    rules = wire(render_request(plain))["messages"][-1]["content"][3]
+    assert rules["text"] == FORK_RULES
+    assert "cache_control" not in rules
+    assert render_request(children[0]) == wire(render_request(children[0]))

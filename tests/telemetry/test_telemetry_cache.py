@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from forkagent.messages import JsonValue, Message, assistant, user
+from forkagent.messages import (
+    AssistantMessage,
+    JsonValue,
+    Message,
+    TextBlock,
+    UserMessage,
+    assistant,
+    user,
+)
 from forkagent.models.base import ModelProfile
 from forkagent.requests import ModelRequest, ModelSettings, ToolSpec, request_blocks
 from forkagent.telemetry.cache import block_sizes, explain
@@ -269,3 +277,16 @@ def test_reading_the_whole_previous_prompt_is_a_hit_whatever_the_size_estimate()
     assert estimated.status == "miss"  # what the estimate alone claimed
     assert counted.status == "hit"
     assert counted.expected_tokens == 1500
+
+
+def test_block_sizes_of_one_block_object_follow_its_message_role() -> None:
+    """Sizes are kept per block object and role: a block the user and the model both send
+    (or siblings' shared placeholders) is measured as ``request_blocks`` renders it each time."""
+    shared = TextBlock(text="the same block object, twice")
+    current = request(
+        *HISTORY, UserMessage(content=(shared,)), AssistantMessage(content=(shared, shared))
+    )
+    known = (PREVIOUS, block_sizes(PREVIOUS))
+
+    for _ in range(2):  # measured, then remembered
+        assert block_sizes(current, known) == [len(b.data) for b in request_blocks(current)]

@@ -22,6 +22,7 @@ from . import anthropic_rules, tokens
 from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, digest
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
+from .memo import Memo, content_key, head_key, one_request
 from .policies import EmulatedRequest
 from .profiles import ANTHROPIC_FRAMING_TOKENS, anthropic_min_tokens, anthropic_tool_prompt_tokens
 from .wire import (
@@ -74,7 +75,9 @@ class _Fingerprint:
     model: bytes
     tools: bytes
     system: bytes
-    messages: tuple[bytes, ...]
+    messages: tuple[int, bytes]
+    """How many message blocks, and one digest of them all: small, as 50,000 of these are
+    kept. A later request extends this one when its first that many blocks digest alike."""
     settings: bytes
     cached_tokens: int
 
@@ -122,6 +125,8 @@ class _Prompt:
     seeds: Mapping[Layer, bytes]
     model: str
     speed: str | None
+    message_start: int
+    """Where the messages' blocks begin, after the tools' and the system's."""
 
     @classmethod
     def parse(cls, body: Json, *, counting: bool = False) -> _Prompt:
@@ -133,9 +138,10 @@ class _Prompt:
         blocks = [*_tool_prompt(model, body), *_tool_blocks(tools)] if tools else []
         blocks += _system_blocks(body.get("system"))
         images = 0
+        start = len(blocks)
         for m, message in enumerate(messages):
-            message_blocks = _message_blocks(m, message)
-            images += sum(_images(b) for b in _contents(message))
+            message_blocks, message_images = _message_blocks(m, message)
+            images += message_images
             blocks += message_blocks
         top = _mark(body.get("cache_control"), "cache_control")
         found = sum(1 for b in blocks if b.ttl is not None) + (top is not None)
@@ -159,24 +165,27 @@ class _Prompt:
                 }
             ),
         }
-        return cls(tuple(blocks), seeds, model, speed)
+        return cls(tuple(blocks), seeds, model, speed, start)
 
     def fingerprint(self, cached_tokens: int) -> _Fingerprint:
-        layers: dict[str, list[bytes]] = {"tools": [], "system": [], "messages": []}
-        for block in self.blocks:
-            layers[block.layer].append(block.content)
-        running, messages = b"", []
-        for content in layers["messages"]:
-            running = digest(running, content)
-            messages.append(running)
+        before = self.blocks[: self.message_start]
+        messages = self.blocks[self.message_start :]
         return _Fingerprint(
             model=canonical([self.model, self.speed]),
-            tools=digest(*layers["tools"]),
-            system=digest(*layers["system"]),
-            messages=tuple(messages),
+            tools=digest(*(b.content for b in before if b.layer == "tools")),
+            system=digest(*(b.content for b in before if b.layer == "system")),
+            messages=(len(messages), digest(*(b.content for b in messages))),
             settings=self.seeds["messages"],
             cached_tokens=cached_tokens,
         )
+
+    def extends(self, messages: tuple[int, bytes]) -> bool:
+        """Whether this prompt's messages begin with those a fingerprint was taken of."""
+        count, sealed = messages
+        start = self.message_start
+        if len(self.blocks) - start < count:
+            return False
+        return digest(*(b.content for b in self.blocks[start : start + count])) == sealed
 
 
 def _tool_prompt(model: str, body: Json) -> list[Block]:
@@ -210,17 +219,43 @@ def _system_blocks(system: Any) -> list[Block]:
         system = [{"type": "text", "text": system}]
     if not isinstance(system, list):
         raise invalid("system: Input should be a valid string or list of text blocks")
-    return [_block("system", f"system[{i}]", None, b) for i, b in enumerate(system)]
+    return [_block("system", f"system[{i}]", None, b)[0] for i, b in enumerate(system)]
 
 
-def _message_blocks(index: int, message: Any) -> list[Block]:
+def _message_blocks(index: int, message: Any) -> tuple[tuple[Block, ...], int]:
+    """The message's blocks, and the images they hold."""
     if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
         raise invalid(f"messages.{index}: role must be 'user' or 'assistant'")
     role = message["role"]
-    return [
-        _block("messages", f"messages[{index}].content[{j}]", role, b)
-        for j, b in enumerate(_contents(message))
-    ]
+    contents = _contents(message)
+    if len(contents) <= _HEAD_BLOCKS:
+        return _counted(index, role, contents, 0)
+    key = (index, role, head_key(contents))
+    head = _HEADS.find(key)
+    if head is None:
+        head = _counted(index, role, contents[:-1], 0)
+        _HEADS.keep(key, len(key[2]), head)
+    last, images = _counted(index, role, contents[-1:], len(contents) - 1)
+    return head[0] + last, head[1] + images
+
+
+_HEAD_BLOCKS = 8
+_HEADS: Memo[tuple[tuple[Block, ...], int]] = Memo(second_sight=True)
+"""A long message's blocks but its last, by place, role and content: every child of a reply
+with N tool calls ends with the same N placeholder results and rules before its directive."""
+
+
+def _counted(
+    index: int, role: str, contents: list[Json], first: int
+) -> tuple[tuple[Block, ...], int]:
+    """Blocks ``first``, ``first + 1``... of message ``index``, and the images they hold."""
+    blocks: list[Block] = []
+    images = 0
+    for j, b in enumerate(contents, first):
+        block, held = _block("messages", f"messages[{index}].content[{j}]", role, b)
+        blocks.append(block)
+        images += held
+    return tuple(blocks), images
 
 
 def _contents(message: Json) -> list[Json]:
@@ -230,13 +265,30 @@ def _contents(message: Json) -> list[Json]:
     return blocks
 
 
-def _block(layer: Layer, label: str, role: str | None, block: Any) -> Block:
+_DERIVED: Memo[tuple[bytes, int, int]] = Memo()
+"""A block's canonical bytes, tokens and images, by its role and content: the children of a
+fork family send the same N tool calls and N placeholder results each, and every turn of a
+conversation sends its history again."""
+
+
+def _block(layer: Layer, label: str, role: str | None, block: Any) -> tuple[Block, int]:
+    """The block as the cache sees it, and the images it holds."""
     if not isinstance(block, dict) or "type" not in block:
         raise invalid(f"{label}: content blocks need a type")
+    ttl = _mark(block.get("cache_control"), f"{label}.cache_control")
+    key = content_key(block)
+    derived = _DERIVED.find((role, key))
+    if derived is None:
+        derived = _derive(role, block)
+        _DERIVED.keep((role, key), len(key), derived)
+    content, size, images = derived
+    return Block(layer, label, content, size, ttl), images
+
+
+def _derive(role: str | None, block: Json) -> tuple[bytes, int, int]:
     bare = {k: v for k, v in block.items() if k != "cache_control"}
     payload = {"role": role, **bare} if role else bare
-    ttl = _mark(block.get("cache_control"), f"{label}.cache_control")
-    return Block(layer, label, canonical(payload), _block_tokens(bare), ttl)
+    return canonical(payload), _block_tokens(bare), _images(bare)
 
 
 def _block_tokens(block: Json) -> int:
@@ -298,9 +350,10 @@ class AnthropicTurn(Turn):
     def __init__(self, api: AnthropicApi, call: Call) -> None:
         body = call.body
         self._api = api
-        if not api.catalog.lenient:
-            anthropic_rules.check_create(body, api.catalog)
-        self._prompt = _Prompt.parse(body)
+        with one_request():
+            if not api.catalog.lenient:
+                anthropic_rules.check_create(body, api.catalog)
+            self._prompt = _Prompt.parse(body)
         self.model = self._prompt.model
         max_tokens: int = require(body, "max_tokens", int)
         self.max_tokens = max_tokens
@@ -345,18 +398,18 @@ class AnthropicTurn(Turn):
         )
         first_user: Json = next((m for m in messages if m.get("role") == "user"), {})
         last = messages[-1] if messages[-1].get("role") == "user" else {}
+        last_text = _text_of(last)
+        first_text = last_text if first_user is last else _text_of(first_user)
         return EmulatedRequest(
             provider="anthropic",
             model=self.model,
             system=system_text,
-            last_user_text=_text_of(last),
+            last_user_text=last_text,
             tool_names=tuple(
                 str(t.get("name", "")) for t in call.body.get("tools") or [] if isinstance(t, dict)
             ),
             message_count=len(messages),
-            conversation=conversation_key(
-                call.headers, self.model, system_text, _text_of(first_user)
-            ),
+            conversation=conversation_key(call.headers, self.model, system_text, first_text),
             body=call.body,
             contract=anthropic_rules.contract(call.body),
         )
@@ -394,7 +447,7 @@ class AnthropicTurn(Turn):
             reason = "tools_changed"
         elif now.system != before.system:
             reason = "system_changed"
-        elif not _extends(now.messages, before.messages):
+        elif not self._prompt.extends(before.messages):
             reason = "messages_changed"
         elif now.settings != before.settings:
             return {"cache_miss_reason": {"type": "unavailable"}}
@@ -526,9 +579,3 @@ def _thinking(text: str) -> Json:
 
 def _text_of(message: Json) -> str:
     return joined_text(_contents(message)) if message else ""
-
-
-def _extends(longer: tuple[bytes, ...], prefix: tuple[bytes, ...]) -> bool:
-    if len(longer) < len(prefix):
-        return False
-    return not prefix or longer[len(prefix) - 1] == prefix[-1]

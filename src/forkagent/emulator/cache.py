@@ -16,7 +16,7 @@ import threading
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, overload
 
 from .log import BreakpointOutcome, MissReason
 
@@ -329,28 +329,44 @@ class BlockCache(_Engine):
         namespace: str, blocks: Sequence[Block], seeds: Mapping[Layer, bytes]
     ) -> _Prefixes:
         ns = digest(b"blocks\0", namespace.encode())
-        running, level = ns, -1
+        running, level, layer = ns, -1, None
         keys: list[bytes] = []
         tokens: list[int] = []
         total = 0
         blake2b = hashlib.blake2b
         for block in blocks:
-            mixed = b""
-            if block.layer != LAYERS[max(level, 0)] or level < 0:
+            if block.layer != layer:
                 # Entering a later layer mixes in the seeds of every layer up to it.
-                entering = LAYERS.index(block.layer)
+                layer = block.layer
+                entering = LAYERS.index(layer)
                 mixed = b"".join(seeds.get(LAYERS[n], b"") for n in range(level + 1, entering + 1))
                 level = max(level, entering)
-            running = blake2b(running + mixed + block.content, digest_size=16).digest()
+                running = blake2b(running + mixed + block.content, digest_size=16).digest()
+            else:
+                running = blake2b(running + block.content, digest_size=16).digest()
             total += block.tokens
             keys.append(running)
             tokens.append(total)
-        return _Prefixes(
-            namespace=ns,
-            keys=keys,
-            tokens=tokens,
-            labels=[b.label for b in blocks],
-        )
+        return _Prefixes(namespace=ns, keys=keys, tokens=tokens, labels=_Labels(blocks))
+
+
+class _Labels(Sequence[str]):
+    """The blocks' labels, read only for the few positions a miss is explained at."""
+
+    def __init__(self, blocks: Sequence[Block]) -> None:
+        self._blocks = blocks
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [b.label for b in self._blocks[index]]
+        return self._blocks[index].label
+
+    def __len__(self) -> int:
+        return len(self._blocks)
 
 
 @dataclass(frozen=True, slots=True)

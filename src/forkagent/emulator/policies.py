@@ -9,6 +9,7 @@ last user text, or global) are served before the policy is asked.
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import re
 import threading
@@ -118,13 +119,16 @@ Policy: TypeAlias = Callable[[EmulatedRequest], Reply | Awaitable[Reply]]
 
 _HARNESS_MARKUP = re.compile(r"<([a-z][a-z0-9-]*)>.*?</\1>", re.DOTALL)
 """Tagged sections an agent harness adds around the user's words (a fork's rules)."""
+_WORD = re.compile(r"\S+")
+"""What ``str.split`` splits out; the summary needs the first 13 only, not all of a long prompt."""
 
 
 def default_policy(request: EmulatedRequest) -> Reply:
     """A short deterministic acknowledgement of the last user text, minus harness markup,
     in the form the request's contract demands: a call of a forced tool with input made
     from its schema, JSON made from a requested schema, thinking first when it is on."""
-    words = _HARNESS_MARKUP.sub(" ", request.last_user_text).split()
+    text = _HARNESS_MARKUP.sub(" ", request.last_user_text)
+    words = [word.group() for word in itertools.islice(_WORD.finditer(text), 13)]
     summary = " ".join(words[:12]) + (" ..." if len(words) > 12 else "")
     contract = request.contract
     thinking = (

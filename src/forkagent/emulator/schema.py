@@ -13,7 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from .memo import Memo, content_key, head_key
+
 Path: TypeAlias = tuple[str | int, ...]
+Json: TypeAlias = dict[str, Any]
 Problem: TypeAlias = Literal[
     "unknown_field", "missing", "type", "tag", "enum", "below_min", "above_max", "too_short"
 ]
@@ -290,5 +293,40 @@ def _check_list(value: Any, spec: ListOf) -> None:
         message = f"List should have at most {spec.max_items} item(s)"
         raise SchemaError((), "above_max", message, len(value), spec.max_items)
     item_spec = spec.item
-    for i, item in enumerate(value):
-        _check_at(i, item, item_spec)
+    head = (id(item_spec), "head", head_key(value)) if len(value) > _HEAD_ITEMS else None
+    start = 0 if head is None or _VALID.find(head) is None else len(value) - 1
+    for i in range(start, len(value)):
+        item = value[i]
+        if type(item) is dict:
+            _check_object_item(i, item, item_spec)
+        else:
+            _check_at(i, item, item_spec)
+    if head is not None and start == 0:
+        _VALID.keep(head, len(head[2]), item_spec)
+
+
+_HEAD_ITEMS = 8
+"""Longer lists are checked from their last item when the items before it were found valid
+together before: a conversation's history, a child's placeholders."""
+
+
+_VALID: Memo[Spec] = Memo()
+"""Objects already found valid, by spec and content: a long conversation's blocks, and the
+messages a fork family repeats, are checked once, not on every request that repeats them.
+Holding the spec keeps its id from being reused."""
+
+
+def _check_object_item(index: int, item: Json, spec: Spec) -> None:
+    """``_check_at`` of an object in a list, skipped for content already found valid.
+
+    An object holding a long list (a message of many blocks) is checked field by field
+    instead: its list is remembered by its head, and keying the whole object would cost
+    one more pass over all of it.
+    """
+    if any(type(v) is list and len(v) > _HEAD_ITEMS for v in item.values()):
+        _check_at(index, item, spec)
+        return
+    text = content_key(item)
+    if _VALID.find((id(spec), text)) is None:
+        _check_at(index, item, spec)
+        _VALID.keep((id(spec), text), len(text), spec)

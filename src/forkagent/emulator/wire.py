@@ -21,13 +21,17 @@ StopKind: TypeAlias = Literal["end", "tool_use", "max_tokens", "stop_sequence"]
 Visibility: TypeAlias = Literal["start", "end"]
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""One encoder for every call: ``json.dumps`` with options builds a new one each time."""
+
+
 def canonical(value: Any) -> bytes:
     """Compact JSON that keeps key order: providers hash key order too."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    return _COMPACT.encode(value).encode()
 
 
 def dumps(value: Any) -> str:
-    return canonical(value).decode()
+    return _COMPACT.encode(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,8 +132,10 @@ def render_request(
     return body
 
 
-_RENDERED: SharedRenderings[Body] = SharedRenderings()
+_RENDERED: SharedRenderings[Message, Body] = SharedRenderings()
 """Messages without a cache marker, rendered once for every request that sends them."""
+_BLOCKS: SharedRenderings[ContentBlock, Body | None] = SharedRenderings()
+"""Blocks, rendered once: a marked message (a child's last) copies only its marked blocks."""
 
 
 def _unmarked(message: Message) -> Body:
@@ -172,11 +174,11 @@ def _content(
 ) -> list[JsonValue]:
     out: list[JsonValue] = []
     for index, block in enumerate(blocks):
-        wire = _block(block)
+        wire = _BLOCKS.get(block, _block)
         if wire is None:
             continue
         if (message, index) in marks:
-            wire["cache_control"] = control
+            wire = {**wire, "cache_control": control}
         out.append(wire)
     return out
 

@@ -18,12 +18,14 @@ from typing import Literal, TypeAlias
 
 from pydantic import TypeAdapter
 
-from ..messages import JsonValue, Message
+from ..messages import ContentBlock, JsonValue, Message
+from ..models._shared import SharedRenderings
 from ..models.base import ModelProfile
 from ..requests import (
     CacheTTL,
     Difference,
     ModelRequest,
+    canonical_block,
     first_difference,
     request_blocks,
 )
@@ -237,10 +239,27 @@ def block_sizes(
     if known is None or not _extends_whole(known[0], request):
         return [len(block.data) for block in request_blocks(request)]
     earlier, sizes = known
-    added = request.model_copy(
-        update={"tools": (), "system": "", "messages": request.messages[len(earlier.messages) :]}
-    )
-    return [*sizes, *(len(block.data) for block in request_blocks(added))]
+    added = request.messages[len(earlier.messages) :]
+    return [*sizes, *(size for message in added for size in _MESSAGE_SIZES.get(message, _sizes))]
+
+
+_MESSAGE_SIZES: SharedRenderings[Message, list[int]] = SharedRenderings()
+_BLOCK_SIZES: dict[str, SharedRenderings[ContentBlock, int]] = {
+    "user": SharedRenderings(),
+    "assistant": SharedRenderings(),
+}
+"""Sizes by (frozen) message and block object, by role: siblings forked from a reply with N
+tool calls add the same N calls and N placeholder results, measured once for the family."""
+
+
+def _sizes(message: Message) -> list[int]:
+    role = message.role
+
+    def measure(block: ContentBlock) -> int:
+        return len(canonical_block(role, block))
+
+    by_block = _BLOCK_SIZES[role]
+    return [by_block.get(block, measure) for block in message.content]
 
 
 def extends(previous: ModelRequest, current: ModelRequest) -> bool:

@@ -1,0 +1,120 @@
+"""Work done once per distinct piece of a request, not once per request.
+
+Long conversations and fork families send the same blocks again and again: a
+child of a reply with N tool calls sends the parent's N calls and N identical
+placeholder results. What the emulator derives from a block (its canonical
+bytes, its token count, that it passes the schema) depends only on the block's
+content, so it is kept here under a key that is that content.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+_SCOPE: ContextVar[dict[Hashable, tuple[object, str]] | None] = ContextVar("_SCOPE", default=None)
+
+
+@contextmanager
+def one_request() -> Iterator[None]:
+    """While one request is parsed, the key of each of its objects is made once.
+
+    Validation and parsing both ask for a block's key; inside this block the
+    body is neither changed nor freed, and the scope holds every object it keys,
+    so an object's ``id`` names it for the scope's whole life.
+    """
+    token = _SCOPE.set({})
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def content_key(value: object) -> str:
+    """A key that stands for a JSON value's content, cheaper to make than its JSON text.
+
+    For JSON values ``repr`` is one-to-one: it tells strings, integers, floats, booleans
+    and null apart, and two objects print alike only with the same keys in the same order
+    and equal values. (Key order matters to the providers too: they hash the JSON text.)
+    """
+    scope = _SCOPE.get()
+    if scope is None:
+        return repr(value)
+    found = scope.get(id(value))
+    if found is not None:
+        return found[1]
+    key = repr(value)
+    scope[id(value)] = (value, key)
+    return key
+
+
+def head_key(items: list[Any]) -> str:
+    """``content_key`` of all but the last item: what a list shares with the same list
+    before its last item was added (a conversation before its new turn, the N placeholder
+    results and rules every child of one reply sends before its own directive)."""
+    scope = _SCOPE.get()
+    if scope is None:
+        return repr(items[:-1])
+    found = scope.get(("head", id(items)))
+    if found is not None:
+        return found[1]
+    key = repr(items[:-1])
+    scope[("head", id(items))] = (items, key)
+    return key
+
+
+class Memo(Generic[T]):
+    """A bounded map from a content key to what was derived from that content.
+
+    Bounded by the total length of its keys (a key is about as long as the content
+    it stands for), oldest entries first out; content bigger than a quarter of that
+    is not kept. The caller derives a value, then keeps it. With ``second_sight`` a
+    value is kept only when its content comes again (the first time only the key is
+    noted), for contents most of which come once, such as the start of a
+    conversation's last message, whose values would crowd the memory and the
+    collector. Reads take no lock: a dict lookup is atomic.
+    """
+
+    def __init__(self, max_chars: int = 32_000_000, *, second_sight: bool = False) -> None:
+        self._entries: dict[Hashable, tuple[T, int] | int] = {}
+        """A value and its key's size, or only the size of a key seen once."""
+        self._chars = 0
+        self._max_chars = max_chars
+        self._second_sight = second_sight
+        self._lock = threading.Lock()
+
+    def find(self, key: Hashable) -> T | None:
+        """The value kept for ``key``, if any."""
+        found = self._entries.get(key)
+        return found[0] if isinstance(found, tuple) else None
+
+    def keep(self, key: Hashable, size: int, value: T) -> None:
+        """Keep ``value`` (derived from valid content only) under ``key``, ``size`` characters."""
+        if size > self._max_chars // 4:
+            return  # it would push out most of what is kept
+        seen = self._entries.get(key) is not None
+        self._keep(key, size if self._second_sight and not seen else (value, size))
+
+    def _keep(self, key: Hashable, entry: tuple[T, int] | int) -> None:
+        with self._lock:
+            previous = self._entries.get(key)
+            if isinstance(previous, tuple):
+                return
+            self._entries[key] = entry
+            if previous is None:
+                self._chars += _size(entry)
+            while self._chars > self._max_chars and self._entries:
+                self._chars -= _size(self._entries.pop(next(iter(self._entries))))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _size(entry: tuple[object, int] | int) -> int:
+    return entry if isinstance(entry, int) else entry[1]

@@ -1,0 +1,113 @@
+"""Per-block work is remembered by content: repeats are cheap, and never stale.
+
+The emulator keeps what it derives from a block (canonical bytes, tokens,
+validity) under a key that is the block's content, so a request that repeats
+a block reuses the work, and a block whose content changed, even in the same
+dict object, is derived and checked again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _emu_helpers import OPUS_41, text
+
+from forkagent.emulator import Emulator
+from forkagent.emulator.memo import Memo, content_key
+from forkagent.emulator.timing import NO_LATENCY
+
+Body = dict[str, Any]
+
+
+def _body(blocks: list[Body], question: str = "And?") -> Body:
+    content = [*blocks, {"type": "text", "text": question, "cache_control": {"type": "ephemeral"}}]
+    return {
+        "model": OPUS_41,
+        "max_tokens": 32,
+        "messages": [{"role": "user", "content": content}],
+    }
+
+
+async def _usage(emulator: Emulator, body: Body) -> Body:
+    reply = await emulator.dispatch("POST", "/v1/messages", body)
+    assert reply.status == 200, reply.body
+    usage: Body = reply.body["usage"]
+    return usage
+
+
+async def test_repeated_blocks_are_billed_as_the_first_time() -> None:
+    blocks = [{"type": "text", "text": text(20, f"part {n}")} for n in range(100)]
+    fresh = await _usage(Emulator(latency=NO_LATENCY), _body(blocks))
+    emulator = Emulator(latency=NO_LATENCY)
+    first = await _usage(emulator, _body(blocks))
+    again = await _usage(emulator, _body([dict(b) for b in blocks]))  # equal copies
+    assert first == fresh
+    assert again["cache_read_input_tokens"] == first["cache_creation_input_tokens"]
+    assert again["input_tokens"] == first["input_tokens"]
+
+
+@pytest.mark.parametrize("blocks", [2, 20], ids=["short message", "long message"])
+async def test_a_block_changed_in_place_is_counted_again(blocks: int) -> None:
+    """Long messages are also remembered by all but their last block: a change there counts."""
+    emulator = Emulator(latency=NO_LATENCY)
+    content = [{"type": "text", "text": text(1200 // blocks, f"part {n}")} for n in range(blocks)]
+    first = await _usage(emulator, _body(content))
+    content[0]["text"] = text(1500 // blocks, "changed")  # same dict object, new content
+    second = await _usage(emulator, _body(content))
+    total = first["cache_creation_input_tokens"] + first["input_tokens"]
+    grown = 1500 // blocks - 1200 // blocks
+    assert second["cache_creation_input_tokens"] + second["input_tokens"] == total + grown
+    assert second["cache_read_input_tokens"] == 0  # the changed block breaks the prefix
+
+
+@pytest.mark.parametrize("blocks", [1, 20], ids=["short message", "long message"])
+async def test_a_block_made_invalid_in_place_is_rejected(blocks: int) -> None:
+    emulator = Emulator(latency=NO_LATENCY)
+    content: list[Body] = [{"type": "text", "text": f"fine {n}"} for n in range(blocks)]
+    for _ in range(3):  # seen again and again: remembered as valid
+        await _usage(emulator, _body(content))
+    content[0]["text"] = 7
+    reply = await emulator.dispatch("POST", "/v1/messages", _body(content))
+    assert reply.status == 400
+    assert "messages.0.content.0.text: Input should be a valid string" in str(reply.body)
+
+
+async def test_true_and_one_are_different_content() -> None:
+    emulator = Emulator(latency=NO_LATENCY)
+    call = {"type": "tool_use", "id": "toolu_1", "name": "look", "input": {"deep": True}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": text(1200)}
+    history = [
+        {"role": "user", "content": "Look."},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [{**result, "cache_control": {"type": "ephemeral"}}]},
+    ]
+    body = {"model": OPUS_41, "max_tokens": 32, "messages": history}
+    assert (await _usage(emulator, body))["cache_creation_input_tokens"] > 0
+    call["input"] = {"deep": 1}
+    assert (await _usage(emulator, body))["cache_read_input_tokens"] == 0
+
+
+def test_content_key_tells_json_values_apart() -> None:
+    values: list[Any] = [True, 1, 1.0, "1", None, [1], {"a": 1}, {"a": True}, {"a": "1"}]
+    assert len({content_key(v) for v in values}) == len(values)
+    assert content_key({"a": 1, "b": 2}) != content_key({"b": 2, "a": 1})  # order is content
+
+
+def test_memo_is_bounded_by_its_keys_size_oldest_out() -> None:
+    memo: Memo[int] = Memo(max_chars=16)
+    for n in range(6):
+        memo.keep(f"key{n}", 4, n)
+    assert len(memo) == 4  # 16 characters kept
+    assert [memo.find(f"key{n}") for n in range(6)] == [None, None, 2, 3, 4, 5]
+    memo.keep("huge", 5, 7)  # over a quarter of the budget: not kept
+    assert memo.find("huge") is None
+    assert memo.find("key2") == 2
+
+
+def test_memo_with_second_sight_keeps_a_value_only_for_content_that_comes_again() -> None:
+    memo: Memo[int] = Memo(second_sight=True)
+    memo.keep("message", 7, 1)
+    assert memo.find("message") is None  # only noted
+    memo.keep("message", 7, 2)
+    assert memo.find("message") == 2
