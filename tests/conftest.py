@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
 
 # Output that rich or click wraps must not depend on the width of whoever runs the suite.
 os.environ["COLUMNS"] = "100"
@@ -31,3 +33,29 @@ def _isolated_home(
     monkeypatch.delenv("FORKAGENT_SUBAGENT_MODEL", raising=False)
     monkeypatch.delenv("FORKAGENT_MODEL", raising=False)
     assert Path(str(home)).is_dir()
+
+
+SHARED_SET_UP = ("tests/executors/", "tests/cli/test_bench_cli.py", "tests/test_tool_decorator.py")
+"""Tests that share a costly session or module fixture (the Ray cluster, one
+``forkagent bench --quick``, one user's mypy run): under ``-n``, each of these runs on one
+worker, so the set-up happens once."""
+
+
+class _SharedSetUpScheduling(LoadScopeScheduling):
+    """xdist's ``load`` distribution, test by test, except that the tests under one
+    ``SHARED_SET_UP`` prefix go to one worker together.
+
+    ``--dist loadgroup`` with ``xdist_group`` marks would say the same, but it silently stops
+    grouping under pytest 9.2 (pytest-dev/pytest-xdist#1386).
+    """
+
+    def _split_scope(self, nodeid: str) -> str:
+        return next((prefix for prefix in SHARED_SET_UP if nodeid.startswith(prefix)), nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadScopeScheduling | None:
+    """``-n N`` (scripts/test passes ``-n auto``) without another ``--dist``: the scheduler above."""
+    if config.getvalue("dist") != "load":
+        return None
+    return _SharedSetUpScheduling(config, log)
