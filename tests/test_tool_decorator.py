@@ -238,10 +238,8 @@ def mypy_lines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]
         name: [line for line in report if line.startswith(f"{path}:")]
         for name, path in paths.items()
     }
-    # Only the programs' diagnostics and the summary line: a crash or a failed import
-    # would otherwise leave a program without lines for a reason of its own.
+    # 2 is mypy failing to run (a crash, a bad option): no program would have been checked.
     assert status in (0, 1), report
-    assert sum(map(len, lines.values())) == len(report) - 1, report
     return lines
 
 
