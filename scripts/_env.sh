@@ -4,6 +4,10 @@
 UV_VERSION=0.13.9
 TOOLS=.venv-tools
 export UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=.venv UV_NO_PROGRESS=1
+# Installed packages come with their bytecode: otherwise every process the tests start (pytest
+# workers, `python -m forkagent`, Ray workers) compiles the SDKs from source again, seconds
+# each, wherever PYTHONDONTWRITEBYTECODE is set (as in many containers).
+export UV_COMPILE_BYTECODE=1
 
 uv_tool() {
     if ! "$TOOLS/bin/uv" --version 2>/dev/null | grep -qF "uv $UV_VERSION"; then

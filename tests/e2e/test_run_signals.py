@@ -55,6 +55,18 @@ def _wait_for_pid(path: Path, child: subprocess.Popen[bytes]) -> int:
     raise AssertionError(f"the Bash command never started: {child.communicate()[0]!r}")
 
 
+def _ended_by(child: subprocess.Popen[bytes], signum: signal.Signals) -> str:
+    """Send the signal and return the run's output once it has ended; if it is still running
+    a minute later, fail with the stacks of its threads (faulthandler's answer to SIGABRT)."""
+    child.send_signal(signum)
+    try:
+        return child.communicate(timeout=60)[0].decode()
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGABRT)
+        stacks = child.communicate()[0].decode(errors="replace")
+        raise AssertionError(f"the run outlived {signum.name} by a minute:\n{stacks}") from None
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_ends_the_run_kills_its_tools_and_records_interrupted(
@@ -63,16 +75,18 @@ def test_a_signal_ends_the_run_kills_its_tools_and_records_interrupted(
     pid_file = tmp_path / "sleeper.pid"
     command = f"sleep 300 & echo $! > {pid_file}; wait"
     emulator.script(Reply(text="Working.", tool_calls=(ToolCall("Bash", {"command": command}),)))
-    run = [sys.executable, "-m", "forkagent", "run", "go", "--cwd", str(tmp_path)]
-    run += ["--model", "anthropic:claude-sonnet-4-6", "--permission-mode", "bypass"]
+    # -X faulthandler: a run that outlives the signal shows where it is stuck (_ended_by).
+    run = [sys.executable, "-X", "faulthandler", "-m", "forkagent", "run", "go"]
+    run += ["--cwd", str(tmp_path), "--model", "anthropic:claude-sonnet-4-6"]
+    run += ["--permission-mode", "bypass"]
     child = subprocess.Popen(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         sleeper = _wait_for_pid(pid_file, child)
-        child.send_signal(signum)
-        output = child.communicate(timeout=60)[0].decode()
+        output = _ended_by(child, signum)
     finally:
         if child.poll() is None:
             child.kill()
+            child.communicate()
 
     assert child.returncode == 128 + signum
     (main,) = [r for r in Registry().list() if r.kind == "main"]

@@ -56,11 +56,23 @@ async def wait_for_the_courier() -> str:
     return "the courier came"
 
 
+def serve_http(fd: int) -> None:
+    """Streamable HTTP on the socket the test already listens on, inherited as ``fd``: no
+    other process can take its port between the test choosing it and the server binding it."""
+    import socket
+
+    import uvicorn
+
+    listening = socket.socket(fileno=fd)
+    config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+    uvicorn.Server(config).run(sockets=[listening])
+
+
 if __name__ == "__main__":
     if pids := os.environ.get("ORDER_BOOK_PIDS"):
         with open(pids, "a") as out:
             out.write(f"{os.getpid()}\n")
-    if sys.argv[1:2] == ["http"]:  # streamable HTTP on loopback: order_book_server.py http PORT
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    if sys.argv[1:2] == ["http"]:  # streamable HTTP: order_book_server.py http LISTENING-FD
+        serve_http(int(sys.argv[2]))
     else:
         server.run()

@@ -209,17 +209,19 @@ def test_config_expands_variables_and_rejects_bad_entries(monkeypatch: pytest.Mo
 
 @pytest.fixture
 def http_port() -> Iterator[int]:
-    """The order book served over streamable HTTP on a free loopback port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    """The order book served over streamable HTTP on a free loopback port. The test listens
+    first and hands the socket down, so the client's first request waits in its backlog
+    until the server is up."""
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        port: int = listening.getsockname()[1]
+        fd = listening.fileno()
+        process = subprocess.Popen(
+            [sys.executable, str(SERVER), "http", str(fd)],
+            pass_fds=[fd],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     try:
-        wait_for_port(port)
         yield port
     finally:
         process.terminate()
@@ -238,16 +240,6 @@ async def test_a_streamable_http_server(tmp_path: Path, http_port: int) -> None:
             request = session.root.build_request()
     assert result.output == "found it"
     assert tool_results([request])["look"].text == "2 shelves, paid"
-
-
-def wait_for_port(port: int) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"the MCP server did not listen on {port}")
 
 
 async def test_a_named_agent_starts_its_own_servers_and_stops_them(

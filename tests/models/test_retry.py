@@ -201,11 +201,13 @@ async def test_a_refused_connection_fails_at_once_with_what_to_do() -> None:
     from forkagent.models import resolve_model
     from forkagent.requests import ModelRequest
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    model = resolve_model(f"vllm:qwen3@http://127.0.0.1:{port}/v1")
-    with pytest.raises(ProviderError, match="connection was refused") as refused:
-        await model.request(ModelRequest(model="qwen3", messages=(user("hi"),)))
+    # Bound but not listening: connections are refused, and no other process (another xdist
+    # worker) can start listening on the port meanwhile.
+    with socket.socket() as unheard:
+        unheard.bind(("127.0.0.1", 0))
+        port = unheard.getsockname()[1]
+        model = resolve_model(f"vllm:qwen3@http://127.0.0.1:{port}/v1")
+        with pytest.raises(ProviderError, match="connection was refused") as refused:
+            await model.request(ModelRequest(model="qwen3", messages=(user("hi"),)))
     assert not refused.value.retryable
     await model.aclose()
