@@ -161,14 +161,17 @@ async def test_without_resume_the_notification_waits_for_the_next_turn(tmp_path:
 
 async def test_a_report_read_mid_turn_does_not_wake_the_parent_again(tmp_path: Path) -> None:
     """One child reports while the parent works; the parent then waits for the other."""
-    release = asyncio.Event()
+    release, working = asyncio.Event(), asyncio.Event()
 
     async def child(request: ModelRequest) -> str:
-        if request.messages[-1].content[-1].text.endswith("slow"):  # type: ignore[union-attr]
-            await release.wait()
+        text = request.messages[-1].content[-1].text  # type: ignore[union-attr]
+        # Each child answers only once the parent's second turn is under way, however
+        # the event loop orders the tasks before it.
+        await (release if text.endswith("slow") else working).wait()
         return "Scope: ok"
 
     async def second_turn(request: ModelRequest) -> str:
+        working.set()
         await asyncio.sleep(0.05)  # the fast child reports meanwhile
         asyncio.get_running_loop().call_later(0.1, release.set)
         return "Waiting."
@@ -557,13 +560,18 @@ async def test_cancelling_a_sync_child_by_id_lets_the_parent_go_on(tmp_path: Pat
 
 async def test_a_report_arriving_during_a_tool_call_joins_the_results(tmp_path: Path) -> None:
     events = Events()
-    reported = asyncio.Event()
+    reported, busy = asyncio.Event(), asyncio.Event()
 
     @tool
     async def wait_for_report() -> str:
         """Busy work while the child finishes."""
+        busy.set()
         await asyncio.wait_for(reported.wait(), 5)
         return "busy work done"
+
+    async def child(request: ModelRequest) -> str:
+        await busy.wait()  # it finishes during the tool call, however the tasks are ordered
+        return "Scope: ok"
 
     def listener(event: object) -> None:
         events(event)  # type: ignore[arg-type]
@@ -577,7 +585,8 @@ async def test_a_report_arriving_during_a_tool_call_joins_the_results(tmp_path: 
             reply(tool_call("Agent", prompt="w", fork=True, run_in_background=True)),
             reply(tool_call("wait_for_report", id="busy")),
             "Saw it.",
-        ]
+        ],
+        fork=child,
     )
     result = await make_agent(
         model, tmp_path, subagents=True, tools=[wait_for_report], listeners=[listener]

@@ -124,11 +124,14 @@ def fork_base(history: Sequence[Message], *, style: HistoryStyle = "tool_result"
 
 
 def fork_from(base: ForkBase, directive: str) -> ForkedHistory:
-    """One child's history: the family's shared part, then its directive."""
-    last = UserMessage(
-        content=(*base.head, TextBlock(text=directive_text(directive))), origin="fork"
-    )
-    position = BlockPosition(message=len(base.messages), block=len(base.head) - 1)
+    """One child's history: the family's shared part, then its directive.
+
+    Built with ``model_construct``: the head's blocks are validated already and
+    the rest are a str and ints, so validating again would only cost every fork.
+    """
+    text = TextBlock.model_construct(text=directive_text(directive))
+    last = UserMessage.model_construct(content=(*base.head, text), origin="fork")
+    position = BlockPosition.model_construct(message=len(base.messages), block=len(base.head) - 1)
     return ForkedHistory(base.messages.extended((last,)), position)
 
 

@@ -353,7 +353,8 @@ async def _request(run: AgentRun) -> ModelResponse:
     started = time.monotonic()
     caller = CALLER.set(Caller(run.id, run.label, run.kind, run.turns + 1))
     try:
-        response = await asyncio.wait_for(_send(run, request), run.timeout)
+        async with asyncio.timeout(run.timeout):
+            response = await _send(run, request)
     except TimeoutError:
         raise ModelError(
             f"{run.model.spec} did not answer within {run.timeout}s; "

@@ -149,8 +149,12 @@ class Recorder:
 
 
 def header_for(run: AgentRun, *, root_id: str, background: bool = False) -> TranscriptHeader:
-    """The header of a live run, taken from what its requests are built from."""
-    return TranscriptHeader(
+    """The header of a live run, taken from what its requests are built from.
+
+    Built with ``model_construct``: every value is one the run already holds validated,
+    and a fan-out writes one header per fork.
+    """
+    return TranscriptHeader.model_construct(
         agent_id=run.id,
         parent_id=run.parent_id,
         root_id=root_id,

@@ -617,7 +617,7 @@ class Runtime:
             error=result.error,
             worktree=worktree,
         )
-        parent.inbox.append(Notification(task.id, TextBlock(text=text)))
+        parent.inbox.append(Notification(task.id, TextBlock.model_construct(text=text)))
         self._signal(parent).set()
         if parent.parent_id is None and self.on_notification is not None:
             self.on_notification(parent)
