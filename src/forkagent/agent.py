@@ -404,6 +404,8 @@ class Session(Generic[OutputT]):
                 self._lease.release()
             raise
         self._stop_poller: asyncio.Task[None] | None = None
+        self._closing = asyncio.Event()
+        """Set by ``aclose``: the stop poller ends between queries, never inside one."""
         self._lock = asyncio.Lock()
         self._resumes: set[asyncio.Task[bool]] = set()
         self._status: AgentStatus = "completed"
@@ -658,8 +660,7 @@ class Session(Generic[OutputT]):
         """Honour ``forkagent stop ID`` from other processes, for the main agent too."""
         registry = self.recorder.registry
         assert registry is not None
-        while True:
-            await asyncio.sleep(interval)
+        while not await _set_within(self._closing, interval):
             running = [t for t in self._runtime.tasks.values() if not t.done]
             ids = [self.root.id, *(t.id for t in running)]
             asked = await asyncio.to_thread(_asked_to_stop, registry, ids)
@@ -782,7 +783,9 @@ class Session(Generic[OutputT]):
         await self._runtime.settle()
         await asyncio.gather(*self._resumes, *self._watchers, return_exceptions=True)
         if self._stop_poller is not None:
-            self._stop_poller.cancel()
+            # Not cancelled: a query in flight runs on in its thread after a cancel, and would
+            # open the registry after the session (and its state folder) is gone.
+            self._closing.set()
             await asyncio.gather(self._stop_poller, return_exceptions=True)
         if not self._finished:
             # No turn ran (nothing sent, or a resumed agent whose turn had ended): say so,
@@ -919,6 +922,16 @@ def _replaced_by_options(agent: Agent[Any]) -> list[str]:
         and getattr(agent, f.name)
         != (f.default_factory() if callable(f.default_factory) else f.default)
     ]
+
+
+async def _set_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether ``event`` is set within ``seconds``."""
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
 
 
 def _asked_to_stop(registry: Registry, agent_ids: Sequence[str]) -> set[str]:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
+import forkagent.agent
 from forkagent import Session
 from forkagent._orchestration.budget import Limits
 from forkagent._orchestration.runtime import RuntimeOptions
@@ -126,6 +128,39 @@ async def test_a_stop_request_stops_the_main_agent(tmp_path: Path) -> None:
 
     assert result.status == "cancelled"
     assert _final_records(main) == ("cancelled", "cancelled")
+
+
+async def test_closing_waits_for_a_stop_query_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry query left running in its thread would open the registry after the
+    session ended, e.g. recreate it in a state folder being deleted."""
+    querying, release, finished = threading.Event(), threading.Event(), threading.Event()
+    asked = forkagent.agent._asked_to_stop
+
+    def slow_query(registry: Registry, agent_ids: Sequence[str]) -> set[str]:
+        querying.set()
+        release.wait(30)
+        try:
+            return asked(registry, agent_ids)
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(forkagent.agent, "_asked_to_stop", slow_query)
+    sent = asyncio.Event()
+    agent = make_agent(FunctionModel(_never), tmp_path, listeners=[on(RequestSent, sent)])
+    session = agent.session()
+    turn = asyncio.create_task(session.send("go"))
+    await sent.wait()
+    await asyncio.to_thread(querying.wait, 30)
+    turn.cancel()
+    await asyncio.gather(turn, return_exceptions=True)
+    closing = asyncio.create_task(session.aclose())
+    await asyncio.sleep(0.05)
+    assert not closing.done()  # it waits for the query, which has not finished
+    release.set()
+    await asyncio.wait_for(closing, 30)
+    assert finished.is_set()
 
 
 def _wait_for_row(registry: Registry, agent_id: str) -> None:
