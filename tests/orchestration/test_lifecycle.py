@@ -156,8 +156,9 @@ async def test_closing_waits_for_a_stop_query_in_flight(
     turn.cancel()
     await asyncio.gather(turn, return_exceptions=True)
     closing = asyncio.create_task(session.aclose())
-    await asyncio.sleep(0.05)
-    assert not closing.done()  # it waits for the query, which has not finished
+    # Without the wait, closing ends in milliseconds while the query is still held.
+    ended_early, _ = await asyncio.wait({closing}, timeout=0.5)
+    assert not ended_early
     release.set()
     await asyncio.wait_for(closing, 30)
     assert finished.is_set()
