@@ -663,7 +663,7 @@ class Session(Generic[OutputT]):
         while not await _set_within(self._closing, interval):
             running = [t for t in self._runtime.tasks.values() if not t.done]
             ids = [self.root.id, *(t.id for t in running)]
-            asked = await asyncio.to_thread(_asked_to_stop, registry, ids)
+            asked = await asyncio.to_thread(registry.stops_requested, ids)
             if self.root.id in asked and self._turn is not None:
                 self._turn.cancel()
             for task in running:
@@ -932,10 +932,6 @@ async def _set_within(event: asyncio.Event, seconds: float) -> bool:
     except TimeoutError:
         return False
     return True
-
-
-def _asked_to_stop(registry: Registry, agent_ids: Sequence[str]) -> set[str]:
-    return {i for i in agent_ids if registry.stop_requested(i)}
 
 
 def _undelivered_reports(transcript: Transcript) -> list[Notification]:

@@ -11,12 +11,11 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
-import forkagent.agent
 from forkagent import Session
 from forkagent._orchestration.budget import Limits
 from forkagent._orchestration.runtime import RuntimeOptions
@@ -136,9 +135,9 @@ async def test_closing_waits_for_a_stop_query_in_flight(
     """A registry query left running in its thread would open the registry after the
     session ended, e.g. recreate it in a state folder being deleted."""
     querying, release, finished = threading.Event(), threading.Event(), threading.Event()
-    asked = forkagent.agent._asked_to_stop
+    asked = Registry.stops_requested
 
-    def slow_query(registry: Registry, agent_ids: Sequence[str]) -> set[str]:
+    def slow_query(registry: Registry, agent_ids: Iterable[str]) -> set[str]:
         querying.set()
         release.wait(30)
         try:
@@ -146,7 +145,7 @@ async def test_closing_waits_for_a_stop_query_in_flight(
         finally:
             finished.set()
 
-    monkeypatch.setattr(forkagent.agent, "_asked_to_stop", slow_query)
+    monkeypatch.setattr(Registry, "stops_requested", slow_query)
     sent = asyncio.Event()
     agent = make_agent(FunctionModel(_never), tmp_path, listeners=[on(RequestSent, sent)])
     session = agent.session()

@@ -458,3 +458,14 @@ def test_a_registry_from_a_newer_forkagent_is_refused(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(RegistryError, match=r"schema version 99, newer .* upgrade forkagent"):
         Registry(path)
+
+
+def test_one_query_finds_every_agent_asked_to_stop(registry: Registry) -> None:
+    """More ids than one SQL statement takes, and only the asked ones come back."""
+    ids = [f"a{n}" for n in range(1_200)]
+    for agent_id in ids:
+        registry.register(record(agent_id))
+    for agent_id in ("a3", "a700", "a1199"):
+        registry.request_stop(agent_id)
+    assert registry.stops_requested([*ids, "unknown"]) == {"a3", "a700", "a1199"}
+    assert registry.stops_requested(["a4", "unknown"]) == set()

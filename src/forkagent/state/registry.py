@@ -28,7 +28,7 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -140,6 +140,8 @@ class AgentRecord:
 
 _COLUMNS = tuple(f.name for f in fields(AgentRecord))
 _UPDATABLE = frozenset(_COLUMNS) - {"id"}
+_IDS_PER_QUERY = 500
+"""Below SQLite's oldest limit on a statement's parameters (999)."""
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS agents (
@@ -351,6 +353,20 @@ class Registry:
                 "SELECT stop_requested FROM agents WHERE id = ?", (agent_id,)
             ).fetchone()
         return bool(row and row[0])
+
+    def stops_requested(self, agent_ids: Iterable[str]) -> set[str]:
+        """Which of ``agent_ids`` someone asked to stop: a whole tree in one connection."""
+        ids = list(agent_ids)
+        asked: set[str] = set()
+        with self._connection() as db:
+            for start in range(0, len(ids), _IDS_PER_QUERY):
+                chunk = ids[start : start + _IDS_PER_QUERY]
+                marks = ", ".join("?" * len(chunk))
+                rows = db.execute(
+                    f"SELECT id FROM agents WHERE stop_requested = 1 AND id IN ({marks})", chunk
+                )
+                asked.update(row[0] for row in rows)
+        return asked
 
     async def wait_for_stop(self, agent_id: str, *, interval: float = 0.5) -> None:
         """Return once a stop is requested; the owner then cancels the agent.
