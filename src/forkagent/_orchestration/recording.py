@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
+from ..messages import JsonValue
 from ..permissions.record import policy_record
 from ..pricing import cost
 from ..state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
@@ -107,20 +108,23 @@ class Recorder:
 
     def _header(self, writer: TranscriptWriter, run: AgentRun, background: bool) -> None:
         """A new transcript's header; a fork's refers to the history its parent recorded."""
-        header = header_for(run, root_id=self.root_id, background=background)
-        record = policy_record(run.policy, self.trusted)
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
         shared = shared_length(parent.history, run.messages) if parent is not None else 0
-        update: dict[str, object] = {"extra": {"permissions": record}}
+        reference = None
         if parent is not None and above is not None and shared:
-            same = above.system == header.system and above.tools == header.tools
-            update["history_from"] = HistoryReference(
+            same = above.system == run.system and above.tools == run.tool_specs
+            reference = HistoryReference(
                 agent_id=above.agent_id, messages=shared, lines=parent.lines, prompt=same
             )
-            if same:  # kept once, in the parent's header
-                update |= {"system": "", "tools": ()}
-        writer.header(header.model_copy(update=update), run.messages[:shared])
+        header = header_for(
+            run,
+            root_id=self.root_id,
+            background=background,
+            history_from=reference,
+            extra={"permissions": policy_record(run.policy, self.trusted)},
+        )
+        writer.header(header, run.messages[:shared])
 
     def _registry_update(self, run: AgentRun, event: Event) -> None:
         writes = self.registry_writes
@@ -148,23 +152,33 @@ class Recorder:
             self.registry_writes.close()
 
 
-def header_for(run: AgentRun, *, root_id: str, background: bool = False) -> TranscriptHeader:
+def header_for(
+    run: AgentRun,
+    *,
+    root_id: str,
+    background: bool = False,
+    history_from: HistoryReference | None = None,
+    extra: dict[str, JsonValue] | None = None,
+) -> TranscriptHeader:
     """The header of a live run, taken from what its requests are built from.
 
-    Built with ``model_construct``: every value is one the run already holds validated,
-    and a fan-out writes one header per fork.
+    A header whose ``history_from`` takes the prompt from the parent leaves its system
+    prompt and tools out: they are kept once, in the parent's header.
     """
-    return TranscriptHeader.model_construct(
+    inherited = history_from is not None and history_from.prompt
+    return TranscriptHeader(
         agent_id=run.id,
         parent_id=run.parent_id,
         root_id=root_id,
         kind=run.kind,
         label=run.label,
         model=run.model.spec,
-        system=run.system,
-        tools=run.tool_specs,
+        system="" if inherited else run.system,
+        tools=() if inherited else run.tool_specs,
         settings=run.settings,
         cwd=str(run.cwd),
         shared_prefix_end=run.shared_prefix_end,
         background=background,
+        history_from=history_from,
+        extra=extra or {},
     )

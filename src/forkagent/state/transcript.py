@@ -682,10 +682,8 @@ class TranscriptWriter:
         identity, so each call is cheap.
         """
         keep = shared_length(self._history, messages)
-        # model_construct: a history holds validated messages, and indexes count up from 0.
         lines: list[MessageEntry | TruncateEntry] = [
-            MessageEntry.model_construct(index=keep + offset, message=m)
-            for offset, m in enumerate(messages[keep:])
+            MessageEntry(index=keep + offset, message=m) for offset, m in enumerate(messages[keep:])
         ]
         if keep < len(self._history) and not lines:
             lines.append(TruncateEntry(length=keep))
