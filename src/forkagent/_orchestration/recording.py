@@ -11,7 +11,9 @@ without delay, so that the event loop never waits on the disk.
 
 from __future__ import annotations
 
+import logging
 import os
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from ..pricing import cost
 from ..state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
 from ..state.transcript import (
     HistoryReference,
+    TranscriptError,
     TranscriptHeader,
     TranscriptWriter,
     shared_length,
@@ -29,6 +32,8 @@ from ..state.transcript import (
     transcript_path,
 )
 from .loop import AgentRun
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -43,6 +48,8 @@ class Recorder:
     registry_writes: RegistryWriter | None = field(init=False, default=None)
     state: Path = field(init=False, default_factory=state_dir)
     """The state directory as the tree started: all of its transcripts go to one folder."""
+    lost: list[TranscriptError] = field(init=False, default_factory=list)
+    """Transcripts that lost a line and end there; ``close`` raises the first."""
     _found: set[str] | None = field(init=False, default=None)
     """The files in the tree's folder when its first agent started (a resumed tree's)."""
 
@@ -57,8 +64,27 @@ class Recorder:
         if isinstance(event, AgentStarted):
             self._attach(run, event)
         elif (writer := self.writers.get(run.id)) is not None:
-            writer.on_event(event)
+            try:
+                writer.on_event(event)
+            except TranscriptError as exc:
+                self._stop_recording(run.id, exc)
         self._registry_update(run, event)
+
+    def _sync(self, run: AgentRun) -> None:
+        """The run's history changed: record it, if its transcript is still written."""
+        if (writer := self.writers.get(run.id)) is not None:
+            try:
+                writer.sync(run.messages)
+            except TranscriptError as exc:
+                self._stop_recording(run.id, exc)
+
+    def _stop_recording(self, agent_id: str, error: TranscriptError) -> None:
+        """A transcript lost a line: it ends there (no hole), the agent runs on, close raises."""
+        logger.error("the transcript of %s stops here: %s", agent_id, error)
+        self.lost.append(error)
+        writer = self.writers.pop(agent_id)
+        with suppress(TranscriptError):  # already reported
+            writer.close()
 
     def _attach(self, run: AgentRun, started: AgentStarted) -> None:
         background = started.background
@@ -66,13 +92,16 @@ class Recorder:
         path = transcript_path(self.root_id, run.id, base=self.state) if keep else None
         if path is not None:
             writer = TranscriptWriter(path, background=True, new=self._new_file(path))
-            with writer.together():  # header, history and status: one write
-                if not writer.header_written:
-                    self._header(writer, run, background)
-                self.writers[run.id] = writer
-                writer.sync(run.messages)
-                writer.on_event(started)
-            run.on_change = lambda changed: writer.sync(changed.messages)
+            self.writers[run.id] = writer
+            try:
+                with writer.together():  # header, history and status: one write
+                    if not writer.header_written:
+                        self._header(writer, run, background)
+                    writer.sync(run.messages)
+                    writer.on_event(started)
+            except TranscriptError as exc:
+                self._stop_recording(run.id, exc)
+            run.on_change = self._sync
         if (writes := self.registry_writes) is not None:
             writes.write(
                 writes.registry.register,
@@ -145,11 +174,20 @@ class Recorder:
             write(registry.finish, run.id, event.status, output=event.output, error=event.error)
 
     def close(self) -> None:
-        """Close the transcripts, then wait for the registry's queued writes."""
+        """Close the transcripts, then wait for the registry's queued writes.
+
+        Raises the first ``TranscriptError`` of a transcript that lost lines, once every
+        writer is closed and the registry written: the agents ran on, their records did not.
+        """
         for writer in self.writers.values():
-            writer.close()
+            try:
+                writer.close()
+            except TranscriptError as exc:
+                self.lost.append(exc)
         if self.registry_writes is not None:
             self.registry_writes.close()
+        if self.lost:
+            raise self.lost[0]
 
 
 def header_for(
