@@ -774,7 +774,11 @@ class Session(Generic[OutputT]):
             await asyncio.gather(*self._resumes)
 
     async def aclose(self) -> None:
-        """Cancel every child still running and wait for them to stop."""
+        """Cancel every child still running and wait for them to stop.
+
+        Raises ``TranscriptError``, once everything is closed, if a transcript lost lines
+        (its folder was removed, or the disk filled).
+        """
         # The cancelled children's reports must not start a new main-agent turn.
         self._runtime.on_notification = None
         self._runtime.cancel_all()
@@ -792,11 +796,14 @@ class Session(Generic[OutputT]):
             # or its registry row would stay "running" and later read as lost.
             self._announce()
             self._finish()
-        await asyncio.to_thread(self.recorder.close)  # waits for the queued registry writes
-        await self._runtime.close_models()
-        await self._mcp.close()
-        if self._lease is not None:
-            self._lease.release()
+        try:
+            # Waits for the queued writes; raises if a transcript lost lines.
+            await asyncio.to_thread(self.recorder.close)
+        finally:
+            await self._runtime.close_models()
+            await self._mcp.close()
+            if self._lease is not None:
+                self._lease.release()
 
     def result(self) -> RunResult[OutputT]:
         """The main agent's result so far; raises ``OutputError`` when an ``output_type``

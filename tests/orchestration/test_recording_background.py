@@ -7,14 +7,24 @@ synchronous writer would have left on disk.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+import pytest
 
 from forkagent import Agent, RuntimeOptions, Session
 from forkagent.emulator import Emulator
 from forkagent.emulator.timing import NO_LATENCY
 from forkagent.models.emulator import EmulatorModel
 from forkagent.state.registry import Registry
-from forkagent.state.transcript import StatusEntry, UsageEntry, read_transcript, transcript_path
+from forkagent.state.transcript import (
+    StatusEntry,
+    TranscriptError,
+    UsageEntry,
+    flush_transcripts,
+    read_transcript,
+    transcript_path,
+)
 
 FORKS = 120
 
@@ -79,3 +89,28 @@ async def test_a_resumed_tree_continues_its_transcripts_and_new_forks_get_new_fi
     fork = read_transcript(transcript_path(root, later[0].id))
     assert fork.header.history_from is not None
     assert fork.header.history_from.agent_id == root
+
+
+async def test_a_transcript_that_loses_lines_ends_there_and_closing_the_session_says_so(
+    tmp_path: Path,
+) -> None:
+    """The tree's folder vanishes under a running session: the agents' work goes on and is
+    returned, but the session does not end as if every record were whole."""
+    agent = Agent(
+        model=EmulatorModel("claude-sonnet-4-6", Emulator(latency=NO_LATENCY)),
+        cwd=tmp_path,
+        options=RuntimeOptions(max_agents=FORKS, resume_on_notification=False),
+        registry=False,
+        load_agent_files=False,
+    )
+    session = agent.session()
+    await session.send("Plan the work.")
+    folder = transcript_path(session.root.id, session.root.id).parent
+    flush_transcripts()
+    shutil.rmtree(folder)
+    tasks = await session.fork([f"Do task {n}." for n in range(20)], background=True)
+    results = [await task.wait() for task in tasks]
+    assert all(result.status == "completed" for result in results)
+    assert (await session.send("Go on.")).status == "completed"
+    with pytest.raises(TranscriptError, match="a line could not be written"):
+        await session.aclose()

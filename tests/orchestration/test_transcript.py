@@ -324,7 +324,7 @@ def test_a_background_writer_closes_with_its_lines_written(tmp_path: Path) -> No
     reopened.close()
 
 
-def test_a_failed_background_append_is_logged_and_later_lines_still_go_out(
+def test_a_failed_background_append_is_raised_and_other_files_go_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     gone = tmp_path / "gone"
@@ -336,13 +336,40 @@ def test_a_failed_background_append_is_logged_and_later_lines_still_go_out(
     others = [TranscriptWriter(tmp_path / f"{n}.jsonl", background=True) for n in range(100)]
     for other in others:  # a hundred agents later, its file is no longer held open
         other.header(HEADER)
-    lost.message(user("nowhere to go"))
+    lost.message(user("nowhere to go"))  # queued: the failure comes later
     for other in others:
         other.message(user("still recorded"))
     flush_transcripts()
     assert f"could not append to the transcript {gone / 't.jsonl'}" in caplog.text
     assert all(read_transcript(o.path).messages == (user("still recorded"),) for o in others)
+    with pytest.raises(TranscriptError, match="a line could not be written"):
+        lost.message(user("after the loss"))
+    with pytest.raises(TranscriptError, match="closed"):  # nothing is written after a hole
+        lost.message(user("later still"))
     for writer in (lost, *others):
+        writer.close()
+
+
+def _forget_open_files(folder: Path) -> None:
+    """Write enough other files that the writers' thread no longer holds any earlier one open."""
+    others = [TranscriptWriter(folder / f"other-{n}.jsonl", background=True) for n in range(20)]
+    for other in others:
+        other.header(HEADER)
+    flush_transcripts()
+    for other in others:
+        other.close()
+
+
+def test_a_background_line_lost_at_the_end_is_raised_by_close(tmp_path: Path) -> None:
+    folder = tmp_path / "gone"
+    writer = TranscriptWriter(folder / "t.jsonl", background=True)
+    writer.header(HEADER)
+    flush_transcripts()
+    _forget_open_files(tmp_path)
+    (folder / "t.jsonl").unlink()
+    folder.rmdir()
+    writer.status("completed", output="done")  # the last line, with no later write to fail
+    with pytest.raises(TranscriptError, match="a line could not be written"):
         writer.close()
 
 

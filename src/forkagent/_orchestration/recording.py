@@ -11,16 +11,20 @@ without delay, so that the event loop never waits on the disk.
 
 from __future__ import annotations
 
+import logging
 import os
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
+from ..messages import JsonValue
 from ..permissions.record import policy_record
 from ..pricing import cost
 from ..state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
 from ..state.transcript import (
     HistoryReference,
+    TranscriptError,
     TranscriptHeader,
     TranscriptWriter,
     shared_length,
@@ -28,6 +32,8 @@ from ..state.transcript import (
     transcript_path,
 )
 from .loop import AgentRun
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -42,6 +48,8 @@ class Recorder:
     registry_writes: RegistryWriter | None = field(init=False, default=None)
     state: Path = field(init=False, default_factory=state_dir)
     """The state directory as the tree started: all of its transcripts go to one folder."""
+    lost: list[TranscriptError] = field(init=False, default_factory=list)
+    """Transcripts that lost a line and end there; ``close`` raises the first."""
     _found: set[str] | None = field(init=False, default=None)
     """The files in the tree's folder when its first agent started (a resumed tree's)."""
 
@@ -56,8 +64,27 @@ class Recorder:
         if isinstance(event, AgentStarted):
             self._attach(run, event)
         elif (writer := self.writers.get(run.id)) is not None:
-            writer.on_event(event)
+            try:
+                writer.on_event(event)
+            except TranscriptError as exc:
+                self._stop_recording(run.id, exc)
         self._registry_update(run, event)
+
+    def _sync(self, run: AgentRun) -> None:
+        """The run's history changed: record it, if its transcript is still written."""
+        if (writer := self.writers.get(run.id)) is not None:
+            try:
+                writer.sync(run.messages)
+            except TranscriptError as exc:
+                self._stop_recording(run.id, exc)
+
+    def _stop_recording(self, agent_id: str, error: TranscriptError) -> None:
+        """A transcript lost a line: it ends there (no hole), the agent runs on, close raises."""
+        logger.error("the transcript of %s stops here: %s", agent_id, error)
+        self.lost.append(error)
+        writer = self.writers.pop(agent_id)
+        with suppress(TranscriptError):  # already reported
+            writer.close()
 
     def _attach(self, run: AgentRun, started: AgentStarted) -> None:
         background = started.background
@@ -65,13 +92,16 @@ class Recorder:
         path = transcript_path(self.root_id, run.id, base=self.state) if keep else None
         if path is not None:
             writer = TranscriptWriter(path, background=True, new=self._new_file(path))
-            with writer.together():  # header, history and status: one write
-                if not writer.header_written:
-                    self._header(writer, run, background)
-                self.writers[run.id] = writer
-                writer.sync(run.messages)
-                writer.on_event(started)
-            run.on_change = lambda changed: writer.sync(changed.messages)
+            self.writers[run.id] = writer
+            try:
+                with writer.together():  # header, history and status: one write
+                    if not writer.header_written:
+                        self._header(writer, run, background)
+                    writer.sync(run.messages)
+                    writer.on_event(started)
+            except TranscriptError as exc:
+                self._stop_recording(run.id, exc)
+            run.on_change = self._sync
         if (writes := self.registry_writes) is not None:
             writes.write(
                 writes.registry.register,
@@ -107,20 +137,23 @@ class Recorder:
 
     def _header(self, writer: TranscriptWriter, run: AgentRun, background: bool) -> None:
         """A new transcript's header; a fork's refers to the history its parent recorded."""
-        header = header_for(run, root_id=self.root_id, background=background)
-        record = policy_record(run.policy, self.trusted)
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
         shared = shared_length(parent.history, run.messages) if parent is not None else 0
-        update: dict[str, object] = {"extra": {"permissions": record}}
+        reference = None
         if parent is not None and above is not None and shared:
-            same = above.system == header.system and above.tools == header.tools
-            update["history_from"] = HistoryReference(
+            same = above.system == run.system and above.tools == run.tool_specs
+            reference = HistoryReference(
                 agent_id=above.agent_id, messages=shared, lines=parent.lines, prompt=same
             )
-            if same:  # kept once, in the parent's header
-                update |= {"system": "", "tools": ()}
-        writer.header(header.model_copy(update=update), run.messages[:shared])
+        header = header_for(
+            run,
+            root_id=self.root_id,
+            background=background,
+            history_from=reference,
+            extra={"permissions": policy_record(run.policy, self.trusted)},
+        )
+        writer.header(header, run.messages[:shared])
 
     def _registry_update(self, run: AgentRun, event: Event) -> None:
         writes = self.registry_writes
@@ -141,30 +174,49 @@ class Recorder:
             write(registry.finish, run.id, event.status, output=event.output, error=event.error)
 
     def close(self) -> None:
-        """Close the transcripts, then wait for the registry's queued writes."""
+        """Close the transcripts, then wait for the registry's queued writes.
+
+        Raises the first ``TranscriptError`` of a transcript that lost lines, once every
+        writer is closed and the registry written: the agents ran on, their records did not.
+        """
         for writer in self.writers.values():
-            writer.close()
+            try:
+                writer.close()
+            except TranscriptError as exc:
+                self.lost.append(exc)
         if self.registry_writes is not None:
             self.registry_writes.close()
+        if self.lost:
+            raise self.lost[0]
 
 
-def header_for(run: AgentRun, *, root_id: str, background: bool = False) -> TranscriptHeader:
+def header_for(
+    run: AgentRun,
+    *,
+    root_id: str,
+    background: bool = False,
+    history_from: HistoryReference | None = None,
+    extra: dict[str, JsonValue] | None = None,
+) -> TranscriptHeader:
     """The header of a live run, taken from what its requests are built from.
 
-    Built with ``model_construct``: every value is one the run already holds validated,
-    and a fan-out writes one header per fork.
+    A header whose ``history_from`` takes the prompt from the parent leaves its system
+    prompt and tools out: they are kept once, in the parent's header.
     """
-    return TranscriptHeader.model_construct(
+    inherited = history_from is not None and history_from.prompt
+    return TranscriptHeader(
         agent_id=run.id,
         parent_id=run.parent_id,
         root_id=root_id,
         kind=run.kind,
         label=run.label,
         model=run.model.spec,
-        system=run.system,
-        tools=run.tool_specs,
+        system="" if inherited else run.system,
+        tools=() if inherited else run.tool_specs,
         settings=run.settings,
         cwd=str(run.cwd),
         shared_prefix_end=run.shared_prefix_end,
         background=background,
+        history_from=history_from,
+        extra=extra or {},
     )

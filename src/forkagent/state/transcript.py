@@ -610,6 +610,7 @@ class TranscriptWriter:
     ) -> None:
         self.path = Path(path)
         self._fsync = fsync
+        self._background = background
         self._append = _BACKGROUND.append if background else _OPEN_FILES.append
         self._lock = threading.Lock()
         make_state_dir(self.path.parent)
@@ -682,10 +683,8 @@ class TranscriptWriter:
         identity, so each call is cheap.
         """
         keep = shared_length(self._history, messages)
-        # model_construct: a history holds validated messages, and indexes count up from 0.
         lines: list[MessageEntry | TruncateEntry] = [
-            MessageEntry.model_construct(index=keep + offset, message=m)
-            for offset, m in enumerate(messages[keep:])
+            MessageEntry(index=keep + offset, message=m) for offset, m in enumerate(messages[keep:])
         ]
         if keep < len(self._history) and not lines:
             lines.append(TruncateEntry(length=keep))
@@ -764,11 +763,16 @@ class TranscriptWriter:
             self.status(event.status, output=event.output, error=event.error, details=event.details)
 
     def close(self) -> None:
-        """Stop writing; the lines written or queued are in the file when this returns."""
+        """Stop writing; the lines written or queued are in the file when this returns.
+
+        Raises ``TranscriptError`` if a queued line could not be written (a
+        background writer's failure surfaces here or at its next write).
+        """
         with self._lock:
             self._closed = True
             flush_transcripts(self.path)
             _OPEN_FILES.release(self.path)
+            self._raise_failed_append()
 
     def __enter__(self) -> TranscriptWriter:
         return self
@@ -808,8 +812,17 @@ class TranscriptWriter:
         with self._lock:
             if self._closed:
                 raise TranscriptError(self.path, "the writer is closed")
+            self._raise_failed_append()
             self._append(self.path, data, fsync=self._fsync)
             self._lines += lines
+
+    def _raise_failed_append(self) -> None:
+        """A line queued earlier never reached the file: say so instead of writing on."""
+        if self._background and (exc := _BACKGROUND.failure(self.path)):
+            self._closed = True  # the file ends where the failure left it
+            raise TranscriptError(
+                self.path, f"a line could not be written ({exc}); nothing after it was"
+            ) from exc
 
 
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
@@ -867,6 +880,9 @@ class _BackgroundAppends:
         self._queue: queue.SimpleQueue[tuple[Path, bytes, bool]] = queue.SimpleQueue()
         self._pending: Counter[Path] = Counter()
         """Appends queued and not yet made, by file."""
+        self._failed: dict[Path, OSError] = {}
+        """Files whose append failed: their later lines are dropped, so that the file stays
+        a prefix of what was written instead of having a hole; the writer raises it."""
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
@@ -888,9 +904,14 @@ class _BackgroundAppends:
         with self._done:
             self._done.wait_for(lambda: not (self._pending[path] if path else self._pending))
 
+    def failure(self, path: Path) -> OSError | None:
+        """Why an append to ``path`` failed, if one did (forgotten once read)."""
+        return self._failed.pop(path, None) if self._failed else None
+
     def forget_thread(self) -> None:
         """In a child process after ``fork``: the parent's thread is not there."""
         self._queue, self._pending, self._thread = queue.SimpleQueue(), Counter(), None
+        self._failed = {}
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
 
@@ -903,11 +924,14 @@ class _BackgroundAppends:
             for path, data, fsync in appends:
                 by_file.setdefault(path, []).append((data, fsync))
             for path, parts in by_file.items():
+                if path in self._failed:
+                    continue
                 data = b"".join(part for part, _ in parts)
                 try:
                     _OPEN_FILES.append(path, data, fsync=any(fsync for _, fsync in parts))
-                except Exception:  # logged, never raised: the other files go on
-                    logger.exception("could not append to the transcript %s", path)
+                except OSError as exc:  # the other files go on; its writer raises it
+                    logger.error("could not append to the transcript %s: %s", path, exc)
+                    self._failed[path] = exc
             with self._done:
                 self._pending -= Counter({path: len(parts) for path, parts in by_file.items()})
                 self._done.notify_all()
