@@ -19,7 +19,7 @@ from itertools import pairwise
 from typing import Any
 
 from . import anthropic_rules, tokens
-from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, Run, digest
+from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, Run, chained, digest
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .memo import Memo, content_key, head_key, one_request
@@ -179,12 +179,12 @@ class _Prompt:
 
     def fingerprint(self, cached_tokens: int) -> _Fingerprint:
         before = self.blocks[: self.message_start]
-        messages = self.blocks[self.message_start :]
+        count = len(self.blocks) - self.message_start
         return _Fingerprint(
             model=canonical([self.model, self.speed]),
             tools=digest(*(b.content for b in before if b.layer == "tools")),
             system=digest(*(b.content for b in before if b.layer == "system")),
-            messages=(len(messages), digest(*(b.content for b in messages))),
+            messages=(count, chained(_MESSAGES, self.blocks, self.message_start, self.runs)),
             settings=self.seeds["messages"],
             cached_tokens=cached_tokens,
         )
@@ -195,7 +195,11 @@ class _Prompt:
         start = self.message_start
         if len(self.blocks) - start < count:
             return False
-        return digest(*(b.content for b in self.blocks[start : start + count])) == sealed
+        return chained(_MESSAGES, self.blocks[: start + count], start, self.runs) == sealed
+
+
+_MESSAGES = digest(b"messages")
+"""Where the running key of a prompt's messages (its fingerprint) starts."""
 
 
 def _tool_prompt(model: str, body: Json) -> list[Block]:
@@ -380,7 +384,8 @@ class AnthropicTurn(Turn):
             if not api.catalog.lenient:
                 anthropic_rules.check_create(body, api.catalog)
             self._prompt = _Prompt.parse(body)
-        self.model = self._prompt.model
+            self.model = self._prompt.model
+            self.request = self._view(call)  # in the scope: its text reuses the parse's keys
         max_tokens: int = require(body, "max_tokens", int)
         self.max_tokens = max_tokens
         self.stream = bool(body.get("stream", False))
@@ -392,7 +397,6 @@ class AnthropicTurn(Turn):
         self._previous: str | None = diagnostics.get("previous_message_id") if diagnostics else None
         self._wants_diagnostics = diagnostics is not None
         self._diagnosis: Json | None = None
-        self.request = self._view(call)
 
     def _check_prewarm(self, body: Json, max_tokens: int) -> None:
         if max_tokens < 0:
@@ -606,4 +610,19 @@ def _thinking(text: str) -> Json:
 
 
 def _text_of(message: Json) -> str:
-    return joined_text(_contents(message)) if message else ""
+    if not message:
+        return ""
+    blocks = _contents(message)
+    if len(blocks) <= _HEAD_BLOCKS:
+        return joined_text(blocks)
+    key = head_key(blocks)
+    head = _HEAD_TEXTS.find(key)
+    if head is None:
+        head = joined_text(blocks[:-1])
+        _HEAD_TEXTS.keep(key, len(key), head)
+    return head + joined_text(blocks[-1:])
+
+
+_HEAD_TEXTS: Memo[str] = Memo()
+"""The text of a long message's blocks but its last, by content (a fork family's placeholders
+and rules, before each child's directive)."""

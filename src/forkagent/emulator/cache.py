@@ -396,6 +396,21 @@ class BlockCache(_Engine):
         return _Prefixes(namespace=ns, keys=keys, tokens=tokens, labels=_Labels(blocks))
 
 
+def chained(start: bytes, blocks: Sequence[Block], first: int, runs: Sequence[Run]) -> bytes:
+    """The running key of ``blocks[first:]`` from ``start``, without layers or seeds: the
+    known ``runs`` that fit take their keys from the memo, so the cost is O(other blocks)."""
+    known = {run.start: run for run in runs if run.stop <= len(blocks)}
+    running, position = start, first
+    while position < len(blocks):
+        run = known.get(position)
+        if run is not None:
+            running, position = _chain(running, blocks, run).keys[-1], run.stop
+        else:
+            running = hashlib.blake2b(running + blocks[position].content, digest_size=16).digest()
+            position += 1
+    return running
+
+
 @dataclass(frozen=True, slots=True)
 class _Chain:
     keys: tuple[bytes, ...]

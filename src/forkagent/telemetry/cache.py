@@ -310,15 +310,12 @@ def _extends_whole(previous: ModelRequest, current: ModelRequest) -> bool:
 
 
 def _starts(cut: Message, whole: Message) -> bool:
-    """``whole`` is ``cut``, or has the same role and begins with ``cut``'s very blocks."""
+    """``whole`` is ``cut``, or has the same role and begins with ``cut``'s blocks."""
     if cut is whole:
         return True
     blocks = cut.content
-    return (
-        cut.role == whole.role
-        and len(blocks) <= len(whole.content)
-        and all(a is b for a, b in zip(blocks, whole.content, strict=False))
-    )
+    # Compared in C, identical blocks at once (equal ones render alike).
+    return cut.role == whole.role and whole.content[: len(blocks)] == blocks
 
 
 def _shared_blocks(previous: ModelRequest, difference: Difference | None) -> int:
