@@ -384,8 +384,8 @@ class _Shape:
         return _Shape(
             self.blocks + more.blocks,
             self.empty_text or more.empty_text,
-            self.uses | more.uses,
-            self.results | more.results,
+            self.uses | more.uses if more.uses else self.uses,  # no copy of a long set for nothing
+            self.results | more.results if more.results else self.results,
             self.result_after_other
             or more.result_after_other
             or (self.other and bool(more.results)),
