@@ -304,17 +304,7 @@ Entry: TypeAlias = Annotated[
 """A transcript line as readers see it (a ``shared_message`` line is read as its ``MessageEntry``)."""
 _ENTRY: TypeAdapter[Entry] = TypeAdapter(Entry)
 _LINE: TypeAdapter[Entry | SharedMessageEntry] = TypeAdapter(
-    Annotated[
-        TranscriptHeader
-        | MessageEntry
-        | SharedMessageEntry
-        | TruncateEntry
-        | UsageEntry
-        | CacheEntry
-        | CompactionEntry
-        | StatusEntry,
-        Field(discriminator="type"),
-    ]
+    Annotated[Entry | SharedMessageEntry, Field(discriminator="type")]
 )
 """Any line as written."""
 
