@@ -213,9 +213,10 @@ class _Renderer:
         if system is not None:
             out.append(system)
         marked = {message for message, _ in self._marks}
-        shared = _RENDERED.setdefault(
-            (self._dialect.reasoning_field, self._marker is not None), SharedRenderings()
-        )
+        config = (self._dialect.reasoning_field, self._marker is not None)
+        shared = _RENDERED.get(config)
+        if shared is None:
+            shared = _RENDERED[config] = SharedRenderings()
         for index, message in enumerate(self._request.messages):
             if index not in marked:
                 out += shared.get(message, self._unmarked)
