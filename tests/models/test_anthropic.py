@@ -466,3 +466,35 @@ def test_siblings_of_one_reply_share_each_placeholder_block() -> None:
     assert rules["text"] == FORK_RULES
     assert "cache_control" not in rules
     assert render_request(children[0]) == wire(render_request(children[0]))
+
+
+def test_a_long_message_renders_alike_from_its_shared_head() -> None:
+    """A message of more than 8 blocks takes its head's rendering from the family's cache:
+    the body is the one a block-by-block rendering gives, markers land on the right block
+    even when a block renders as nothing, and the shared rendering never carries one."""
+    unsigned = ThinkingBlock(thinking="from another provider", signature=None)
+    calls = tuple(ToolUseBlock(id=f"toolu_{n}", name="Agent", input={"n": n}) for n in range(11))
+    prefill = AssistantMessage(content=(unsigned, *calls))
+    request = ModelRequest(model=MODEL, messages=(user("Split it."), prefill))
+    expected = [
+        {"type": "tool_use", "id": f"toolu_{n}", "name": "Agent", "input": {"n": n}}
+        for n in range(11)
+    ]
+    expected[-1] = {**expected[-1], "cache_control": {"type": "ephemeral"}}
+
+    for _ in range(2):  # the head rendered, then taken from the cache
+        assert wire(render_request(request))["messages"][1]["content"] == expected
+
+    base = fork_base((user("Split it."), AssistantMessage(content=calls)))
+    for directive in ("first", "second"):
+        forked = fork_from(base, directive)
+        child = ModelRequest(
+            model=MODEL, messages=forked.messages, shared_prefix_end=forked.shared_prefix_end
+        )
+        last = wire(render_request(child))["messages"][-1]["content"]
+        assert [b["type"] for b in last] == ["tool_result"] * 11 + ["text", "text"]
+        assert [("cache_control" in b) for b in last] == [False] * 11 + [True, True]
+        assert last[-1]["text"] == f"Directive:\n{directive}"
+    unmarked = ModelRequest(model=MODEL, messages=(user("Split it."), prefill, user("Go on.")))
+    shared = wire(render_request(unmarked))["messages"][1]["content"]
+    assert all("cache_control" not in block for block in shared)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from forkagent._orchestration.fork import fork_base, fork_from
 from forkagent.emulator import EmulatedRequest, Emulator, Fault, Reply, RunningServer
 from forkagent.errors import MissingCredentialsError, StreamInterruptedError
 from forkagent.messages import (
@@ -290,3 +291,49 @@ async def test_rate_limits_and_overload_are_retried(
     assert (await _model(server, closing).request(request)).message.text
     assert sleeps[0] == 0.75
     assert len(sleeps) == 2
+
+
+def _calls(name: str, count: int = 12) -> AssistantMessage:
+    return AssistantMessage(
+        content=tuple(ToolUseBlock(id=f"call_{n}", name=name, input={"n": n}) for n in range(count))
+    )
+
+
+def test_siblings_of_one_reply_share_their_function_responses() -> None:
+    """The N placeholder results every child ends with are rendered once for the family;
+    merging turns never changes a shared rendering."""
+    base = fork_base((user("Split it."), _calls("Agent")))
+    bodies = []
+    for directive in ("first", "second"):
+        forked = fork_from(base, directive)
+        child = ModelRequest(model=MODEL, messages=forked.messages)
+        body = render_request(child)
+        assert body == render_request(child)  # the same from the warm caches
+        bodies.append(wire(body)["contents"])
+    a, b = bodies
+    assert _roles({"contents": a}) == ["user", "model", "user"]
+    responses = a[2]["parts"][:12]
+    assert [p["functionResponse"]["name"] for p in responses] == ["Agent"] * 12
+    assert all(x is y for x, y in zip(responses, b[2]["parts"][:12], strict=True))
+    assert a[2]["parts"][-1] == {"text": "Directive:\nfirst"}
+    assert b[2]["parts"][-1] == {"text": "Directive:\nsecond"}
+    first, second = user("a"), user("b")
+    merged = ModelRequest(model=MODEL, messages=(first, second))
+    alone = ModelRequest(model=MODEL, messages=(first,))
+    for _ in range(2):  # merging extends a new list, never the shared rendering of ``first``
+        assert wire(render_request(merged))["contents"][0]["parts"] == [
+            {"text": "a"},
+            {"text": "b"},
+        ]
+        assert wire(render_request(alone))["contents"][0]["parts"] == [{"text": "a"}]
+
+
+def test_a_shared_rendering_follows_the_names_of_the_calls_before_it() -> None:
+    """A function response is named by the call before it: the same result blocks after
+    calls of another name are rendered again, not taken from the cache."""
+    done = [tool_result(f"call_{n}", "done") for n in range(12)]
+    results = UserMessage(content=(*done, TextBlock(text="Go on.")))
+    for name in ("read", "grep", "read"):
+        request = ModelRequest(model=MODEL, messages=(user("Go."), _calls(name), results))
+        parts = wire(render_request(request))["contents"][2]["parts"]
+        assert [p["functionResponse"]["name"] for p in parts[:12]] == [name] * 12

@@ -6,9 +6,19 @@ from typing import Any
 
 import pytest
 
+from forkagent._orchestration.fork import FORK_PLACEHOLDER, FORK_RULES, fork_base, fork_from
 from forkagent.emulator import EmulatedRequest, Emulator, Fault, Reply, RunningServer
 from forkagent.errors import MissingCredentialsError, StreamInterruptedError
-from forkagent.messages import ThinkingBlock, ToolUseBlock, assistant, user
+from forkagent.messages import (
+    AssistantMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+    assistant,
+    user,
+)
 from forkagent.models import Model, ResponseComplete, TextDelta, ThinkingDelta, ToolUseStarted
 from forkagent.models.compat import DASHSCOPE, DEEPSEEK, LLAMACPP, VLLM
 from forkagent.models.openai import (
@@ -394,3 +404,62 @@ def test_a_refusal_is_kept_as_text_with_its_stop_reason() -> None:
     response = parse_response({"choices": [{"message": message, "finish_reason": "stop"}]})
     assert response.message.text == "I can't help with that."
     assert response.stop_reason == "refusal"
+
+
+def _siblings(dialect: ChatDialect, model: str) -> list[list[dict[str, Any]]]:
+    """Two children of a reply with 12 tool calls, rendered; each child's messages."""
+    calls = tuple(ToolUseBlock(id=f"call_{n}", name="Agent", input={"n": n}) for n in range(12))
+    base = fork_base((user("Split it."), AssistantMessage(content=calls)))
+    bodies = []
+    for directive in ("first", "second"):
+        forked = fork_from(base, directive)
+        child = ModelRequest(
+            model=model, messages=forked.messages, shared_prefix_end=forked.shared_prefix_end
+        )
+        body = render_request(child, dialect)
+        assert body == render_request(child, dialect)  # the same from the warm caches
+        bodies.append(wire(body)["messages"])
+    return bodies
+
+
+def test_siblings_of_one_reply_share_their_placeholder_tool_messages() -> None:
+    a, b = _siblings(OPENAI, "gpt-4.1")
+    assert [m["role"] for m in a] == ["user", "assistant"] + ["tool"] * 12 + ["user"]
+    assert all(x is y for x, y in zip(a[:14], b[:14], strict=True))  # rendered once
+    assert a[-1] is not b[-1]
+    assert [p["text"] for p in a[-1]["content"]] == [FORK_RULES, "Directive:\nfirst"]
+    assert a[2] == {"role": "tool", "tool_call_id": "call_0", "content": FORK_PLACEHOLDER}
+
+
+@pytest.mark.parametrize(
+    ("dialect", "model", "marker"),
+    [
+        (DASHSCOPE, "qwen-plus", "cache_control"),
+        (OPENAI, "gpt-5.6", "prompt_cache_breakpoint"),
+    ],
+)
+def test_markers_go_on_each_siblings_own_copies(
+    dialect: ChatDialect, model: str, marker: str
+) -> None:
+    a, b = _siblings(dialect, model)
+    # the prompt ended the parent's previous request; the rules end the shared prefix; the
+    # directive ends the request: each marked in the child's own copy
+    assert [marker in part for part in a[0]["content"]] == [True]
+    assert [marker in part for part in a[-1]["content"]] == [True, True]
+    assert all(x is y for x, y in zip(a[1:14], b[1:14], strict=True))
+    assert not any(marker in part for m in a[2:14] for part in m["content"])
+
+
+def test_a_marked_tool_result_in_a_long_message_is_a_copy() -> None:
+    calls = tuple(ToolUseBlock(id=f"call_{n}", name="read", input={"n": n}) for n in range(12))
+    results = tuple(
+        ToolResultBlock(tool_use_id=f"call_{n}", content=(TextBlock(text=f"file {n}"),))
+        for n in range(12)
+    )
+    history = (user("Read them."), AssistantMessage(content=calls), UserMessage(content=results))
+    body = wire(render_request(ModelRequest(model="qwen-plus", messages=history), DASHSCOPE))
+    tools = body["messages"][-12:]
+    assert [("cache_control" in m["content"][-1]) for m in tools] == [False] * 11 + [True]
+    unmarked = ModelRequest(model="qwen-plus", messages=(*history, user("And?")))
+    shared = wire(render_request(unmarked, DASHSCOPE))["messages"][2:14]
+    assert not any("cache_control" in m["content"][-1] for m in shared)

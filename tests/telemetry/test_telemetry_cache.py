@@ -6,11 +6,13 @@ import json
 
 import pytest
 
+from forkagent._orchestration.fork import fork_base, fork_from
 from forkagent.messages import (
     AssistantMessage,
     JsonValue,
     Message,
     TextBlock,
+    ToolUseBlock,
     UserMessage,
     assistant,
     user,
@@ -290,3 +292,17 @@ def test_block_sizes_of_one_block_object_follow_its_message_role() -> None:
 
     for _ in range(2):  # measured, then remembered
         assert block_sizes(current, known) == [len(b.data) for b in request_blocks(current)]
+
+
+def test_block_sizes_of_siblings_with_a_long_shared_head() -> None:
+    """Siblings of a reply with many tool calls: the head's sizes come from the family's cache,
+    and equal what ``request_blocks`` renders, for every sibling."""
+    calls = tuple(ToolUseBlock(id=f"toolu_{n}", name="Agent", input={"n": n}) for n in range(12))
+    parent = request(*HISTORY, AssistantMessage(content=calls))
+    base = fork_base(parent.messages)
+    known = (parent, block_sizes(parent))
+
+    for directive in ("first", "second", "third"):
+        forked = fork_from(base, directive)
+        child = request(*forked.messages)
+        assert block_sizes(child, known) == [len(b.data) for b in request_blocks(child)]

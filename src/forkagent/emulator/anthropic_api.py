@@ -13,13 +13,13 @@ import base64
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 from . import anthropic_rules, tokens
-from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, digest
+from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, Run, chained, digest
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .memo import Memo, content_key, head_key, one_request
@@ -127,6 +127,10 @@ class _Prompt:
     speed: str | None
     message_start: int
     """Where the messages' blocks begin, after the tools' and the system's."""
+    marks: tuple[int, ...]
+    """The blocks with a ``cache_control`` marker."""
+    runs: tuple[Run, ...]
+    """Stretches of blocks known by their content (a long message's head)."""
 
     @classmethod
     def parse(cls, body: Json, *, counting: bool = False) -> _Prompt:
@@ -137,14 +141,19 @@ class _Prompt:
         tools = optional(body, "tools", list) or []
         blocks = [*_tool_prompt(model, body), *_tool_blocks(tools)] if tools else []
         blocks += _system_blocks(body.get("system"))
+        marks = [i for i, b in enumerate(blocks) if b.ttl is not None]
+        runs: list[Run] = []
         images = 0
         start = len(blocks)
         for m, message in enumerate(messages):
-            message_blocks, message_images = _message_blocks(m, message)
-            images += message_images
-            blocks += message_blocks
+            part = _message_blocks(m, message)
+            images += part.images
+            marks += [len(blocks) + i for i in part.marked]
+            if part.head is not None:
+                runs.append(Run(len(blocks), len(blocks) + part.head[0], part.head[1]))
+            blocks += part.blocks
         top = _mark(body.get("cache_control"), "cache_control")
-        found = sum(1 for b in blocks if b.ttl is not None) + (top is not None)
+        found = len(marks) + (top is not None)
         if found > MAX_BREAKPOINTS:
             raise invalid(
                 f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
@@ -153,7 +162,8 @@ class _Prompt:
         if top is not None and blocks:
             last = blocks[-1]
             blocks[-1] = Block(last.layer, last.label, last.content, last.tokens, last.ttl or top)
-        _check_ttl_order(blocks)
+            marks += [] if marks and marks[-1] == len(blocks) - 1 else [len(blocks) - 1]
+        _check_ttl_order([blocks[i] for i in marks])
         speed = optional(body, "speed", str)
         seeds: dict[Layer, bytes] = {
             "system": canonical({"speed": speed}),
@@ -165,16 +175,16 @@ class _Prompt:
                 }
             ),
         }
-        return cls(tuple(blocks), seeds, model, speed, start)
+        return cls(tuple(blocks), seeds, model, speed, start, tuple(marks), tuple(runs))
 
     def fingerprint(self, cached_tokens: int) -> _Fingerprint:
         before = self.blocks[: self.message_start]
-        messages = self.blocks[self.message_start :]
+        count = len(self.blocks) - self.message_start
         return _Fingerprint(
             model=canonical([self.model, self.speed]),
             tools=digest(*(b.content for b in before if b.layer == "tools")),
             system=digest(*(b.content for b in before if b.layer == "system")),
-            messages=(len(messages), digest(*(b.content for b in messages))),
+            messages=(count, chained(_MESSAGES, self.blocks, self.message_start, self.runs)),
             settings=self.seeds["messages"],
             cached_tokens=cached_tokens,
         )
@@ -185,7 +195,11 @@ class _Prompt:
         start = self.message_start
         if len(self.blocks) - start < count:
             return False
-        return digest(*(b.content for b in self.blocks[start : start + count])) == sealed
+        return chained(_MESSAGES, self.blocks[: start + count], start, self.runs) == sealed
+
+
+_MESSAGES = digest(b"messages")
+"""Where the running key of a prompt's messages (its fingerprint) starts."""
 
 
 def _tool_prompt(model: str, body: Json) -> list[Block]:
@@ -222,8 +236,18 @@ def _system_blocks(system: Any) -> list[Block]:
     return [_block("system", f"system[{i}]", None, b)[0] for i, b in enumerate(system)]
 
 
-def _message_blocks(index: int, message: Any) -> tuple[tuple[Block, ...], int]:
-    """The message's blocks, and the images they hold."""
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One message's blocks, the images they hold and which carry a marker."""
+
+    blocks: tuple[Block, ...]
+    images: int
+    marked: tuple[int, ...]
+    head: tuple[int, Hashable] | None = None
+    """How many of the first blocks are the message's head, and its content key."""
+
+
+def _message_blocks(index: int, message: Any) -> _Part:
     if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
         raise invalid(f"messages.{index}: role must be 'user' or 'assistant'")
     role = message["role"]
@@ -235,27 +259,32 @@ def _message_blocks(index: int, message: Any) -> tuple[tuple[Block, ...], int]:
     if head is None:
         head = _counted(index, role, contents[:-1], 0)
         _HEADS.keep(key, len(key[2]), head)
-    last, images = _counted(index, role, contents[-1:], len(contents) - 1)
-    return head[0] + last, head[1] + images
+    last = _counted(index, role, contents[-1:], len(contents) - 1)
+    shift = len(head.blocks)
+    return _Part(
+        head.blocks + last.blocks,
+        head.images + last.images,
+        head.marked + tuple(shift + i for i in last.marked),
+        (shift, (role, key[2])),
+    )
 
 
 _HEAD_BLOCKS = 8
-_HEADS: Memo[tuple[tuple[Block, ...], int]] = Memo(second_sight=True)
+_HEADS: Memo[_Part] = Memo(second_sight=True)
 """A long message's blocks but its last, by place, role and content: every child of a reply
 with N tool calls ends with the same N placeholder results and rules before its directive."""
 
 
-def _counted(
-    index: int, role: str, contents: list[Json], first: int
-) -> tuple[tuple[Block, ...], int]:
-    """Blocks ``first``, ``first + 1``... of message ``index``, and the images they hold."""
+def _counted(index: int, role: str, contents: list[Json], first: int) -> _Part:
+    """Blocks ``first``, ``first + 1``... of message ``index``."""
     blocks: list[Block] = []
     images = 0
     for j, b in enumerate(contents, first):
         block, held = _block("messages", f"messages[{index}].content[{j}]", role, b)
         blocks.append(block)
         images += held
-    return tuple(blocks), images
+    marked = tuple(i for i, b in enumerate(blocks) if b.ttl is not None)
+    return _Part(tuple(blocks), images, marked)
 
 
 def _contents(message: Json) -> list[Json]:
@@ -331,6 +360,7 @@ def _mark(value: Any, where: str) -> str | None:
 
 
 def _check_ttl_order(blocks: list[Block]) -> None:
+    """``blocks``: the marked ones."""
     ttls = [b.ttl for b in blocks if b.ttl is not None]
     if any(a == "5m" and b == "1h" for a, b in pairwise(ttls)):
         raise invalid(
@@ -354,7 +384,8 @@ class AnthropicTurn(Turn):
             if not api.catalog.lenient:
                 anthropic_rules.check_create(body, api.catalog)
             self._prompt = _Prompt.parse(body)
-        self.model = self._prompt.model
+            self.model = self._prompt.model
+            self.request = self._view(call)  # in the scope: its text reuses the parse's keys
         max_tokens: int = require(body, "max_tokens", int)
         self.max_tokens = max_tokens
         self.stream = bool(body.get("stream", False))
@@ -366,7 +397,6 @@ class AnthropicTurn(Turn):
         self._previous: str | None = diagnostics.get("previous_message_id") if diagnostics else None
         self._wants_diagnostics = diagnostics is not None
         self._diagnosis: Json | None = None
-        self.request = self._view(call)
 
     def _check_prewarm(self, body: Json, max_tokens: int) -> None:
         if max_tokens < 0:
@@ -425,6 +455,8 @@ class AnthropicTurn(Turn):
             now=now,
             writer=writer,
             extra_tokens=ANTHROPIC_FRAMING_TOKENS,
+            marks=prompt.marks,
+            runs=prompt.runs,
         )
         fingerprint = prompt.fingerprint(result.cached_prefix_tokens)
         if self._wants_diagnostics:
@@ -578,4 +610,19 @@ def _thinking(text: str) -> Json:
 
 
 def _text_of(message: Json) -> str:
-    return joined_text(_contents(message)) if message else ""
+    if not message:
+        return ""
+    blocks = _contents(message)
+    if len(blocks) <= _HEAD_BLOCKS:
+        return joined_text(blocks)
+    key = head_key(blocks)
+    head = _HEAD_TEXTS.find(key)
+    if head is None:
+        head = joined_text(blocks[:-1])
+        _HEAD_TEXTS.keep(key, len(key), head)
+    return head + joined_text(blocks[-1:])
+
+
+_HEAD_TEXTS: Memo[str] = Memo()
+"""The text of a long message's blocks but its last, by content (a fork family's placeholders
+and rules, before each child's directive)."""

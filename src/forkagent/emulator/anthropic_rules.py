@@ -10,9 +10,11 @@ and thinking params it names); the rules follow the API documentation
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from .catalog import Catalog
 from .errors import ApiError, invalid
+from .memo import Memo, head_key
 from .policies import Contract
 from .schema import (
     ANY,
@@ -359,6 +361,95 @@ def _check_tools(body: Json) -> None:
 
 def _check_messages(messages: list[Json]) -> None:
     """Non-empty content, and ``tool_use``/``tool_result`` in adjacent turns."""
+    if _well_formed(messages, [_shape(_blocks(m)) for m in messages]):
+        return
+    _raise_malformed(messages)
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What the turn rules read in a message's blocks."""
+
+    blocks: int
+    empty_text: bool
+    uses: frozenset[str]
+    results: frozenset[str]
+    result_after_other: bool
+    """A ``tool_result`` comes after a block of another type."""
+    other: bool
+    """A block is not a ``tool_result``."""
+
+    def then(self, more: _Shape) -> _Shape:
+        """This shape followed by ``more``'s blocks."""
+        return _Shape(
+            self.blocks + more.blocks,
+            self.empty_text or more.empty_text,
+            self.uses | more.uses if more.uses else self.uses,  # no copy of a long set for nothing
+            self.results | more.results if more.results else self.results,
+            self.result_after_other
+            or more.result_after_other
+            or (self.other and bool(more.results)),
+            self.other or more.other,
+        )
+
+
+_SHAPES: Memo[_Shape] = Memo()
+"""A long message's shape but its last block's, by content: the N children of a reply with
+N tool calls send the same calls and placeholder results, read once for the family."""
+
+
+def _shape(blocks: list[Json]) -> _Shape:
+    if len(blocks) <= _HEAD_BLOCKS:
+        return _shape_of(blocks)
+    key = head_key(blocks)
+    head = _SHAPES.find(key)
+    if head is None:
+        head = _shape_of(blocks[:-1])
+        _SHAPES.keep(key, len(key), head)
+    return head.then(_shape_of(blocks[-1:]))
+
+
+_HEAD_BLOCKS = 8
+
+
+def _shape_of(blocks: list[Json]) -> _Shape:
+    uses: set[str] = set()
+    results: set[str] = set()
+    empty_text = after_other = other = False
+    for block in blocks:
+        kind = block["type"]
+        if kind == "tool_result":
+            results.add(str(block["tool_use_id"]))
+            after_other = after_other or other
+            continue
+        other = True
+        if kind == "text" and not block["text"]:
+            empty_text = True
+        elif kind == "tool_use":
+            uses.add(str(block["id"]))
+    return _Shape(len(blocks), empty_text, frozenset(uses), frozenset(results), after_other, other)
+
+
+def _well_formed(messages: list[Json], shapes: list[_Shape]) -> bool:
+    """Whether ``_raise_malformed`` would find nothing: O(messages), set operations in C."""
+    last = len(messages) - 1
+    for i, (message, shape) in enumerate(zip(messages, shapes, strict=True)):
+        final_assistant = i == last and message["role"] == "assistant"
+        if not final_assistant and (not shape.blocks or shape.empty_text):
+            return False
+        if message["role"] == "user":
+            uses = (
+                shapes[i - 1].uses if i and messages[i - 1]["role"] == "assistant" else frozenset()
+            )
+            if shape.result_after_other or not shape.results <= uses:
+                return False
+        elif i < last and not shape.uses <= shapes[i + 1].results:
+            return False
+    return True
+
+
+def _raise_malformed(messages: list[Json]) -> None:
+    """The API's error for the first rule ``messages`` break, block by block."""
     last = len(messages) - 1
     for i, message in enumerate(messages):
         blocks = _blocks(message)

@@ -14,11 +14,14 @@ from __future__ import annotations
 import hashlib
 import threading
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add
 from typing import Literal, TypeAlias, overload
 
 from .log import BreakpointOutcome, MissReason
+from .memo import Memo
 
 Layer: TypeAlias = Literal["tools", "system", "messages"]
 Probe: TypeAlias = Literal["hit", "pending", "expired", "absent"]
@@ -130,8 +133,20 @@ class _SeenIndex:
         self._lock = threading.Lock()
 
     def first_unseen(self, keys: Sequence[bytes], upto: int) -> int | None:
+        """The first of ``keys[:upto + 1]`` no request sent, found by bisection.
+
+        Each key is a running hash of the whole prompt up to it, and a request adds all
+        its keys, so a key seen means every key before it was seen too.
+        """
+        low, high = 0, upto + 1
         with self._lock:
-            return next((p for p in range(upto + 1) if keys[p] not in self._keys), None)
+            while low < high:
+                middle = (low + high) // 2
+                if keys[middle] in self._keys:
+                    low = middle + 1
+                else:
+                    high = middle
+        return low if low <= upto else None
 
     def is_cold(self, namespace: bytes) -> bool:
         with self._lock:
@@ -231,6 +246,16 @@ class Block:
 
 
 @dataclass(frozen=True, slots=True)
+class Run:
+    """Blocks ``start`` to ``stop`` of a prompt, all of one layer, known by ``key``: the
+    content they were made from (a long message's head)."""
+
+    start: int
+    stop: int
+    key: Hashable
+
+
+@dataclass(frozen=True, slots=True)
 class BlockRules:
     min_tokens: int
     lookback: int = 20
@@ -256,10 +281,16 @@ class BlockCache(_Engine):
         now: float,
         writer: int,
         extra_tokens: int = 0,
+        marks: Sequence[int] | None = None,
+        runs: Sequence[Run] = (),
     ) -> CacheResult:
-        prefixes = self._prefixes(namespace, blocks, seeds)
+        """``marks``: the blocks with a TTL, if the caller knows them; ``runs``: stretches of
+        blocks whose running keys are taken from an earlier prompt with the same stretch."""
+        prefixes = self._prefixes(namespace, blocks, seeds, runs)
         total = (prefixes.tokens[-1] if blocks else 0) + extra_tokens
-        marks = [i for i, b in enumerate(blocks) if b.ttl is not None][-rules.max_breakpoints :]
+        if marks is None:
+            marks = [i for i, b in enumerate(blocks) if b.ttl is not None]
+        marks = marks[-rules.max_breakpoints :]
         hits = {i: self._lookup(prefixes, i, rules, now) for i in marks}
         read = max(hits.values(), default=-1)
         outcomes: list[BreakpointOutcome] = []
@@ -326,7 +357,10 @@ class BlockCache(_Engine):
 
     @staticmethod
     def _prefixes(
-        namespace: str, blocks: Sequence[Block], seeds: Mapping[Layer, bytes]
+        namespace: str,
+        blocks: Sequence[Block],
+        seeds: Mapping[Layer, bytes],
+        runs: Sequence[Run] = (),
     ) -> _Prefixes:
         ns = digest(b"blocks\0", namespace.encode())
         running, level, layer = ns, -1, None
@@ -334,7 +368,18 @@ class BlockCache(_Engine):
         tokens: list[int] = []
         total = 0
         blake2b = hashlib.blake2b
-        for block in blocks:
+        known = {run.start: run for run in runs}
+        position = 0
+        while position < len(blocks):
+            block = blocks[position]
+            run = known.get(position)
+            if run is not None and block.layer == layer:
+                # A known stretch inside a layer: its keys from the memo, O(1) Python work.
+                chain = _chain(running, blocks, run)
+                keys += chain.keys
+                tokens += map(add, chain.tokens, repeat(total))
+                running, total, position = chain.keys[-1], total + chain.tokens[-1], run.stop
+                continue
             if block.layer != layer:
                 # Entering a later layer mixes in the seeds of every layer up to it.
                 layer = block.layer
@@ -347,7 +392,59 @@ class BlockCache(_Engine):
             total += block.tokens
             keys.append(running)
             tokens.append(total)
+            position += 1
         return _Prefixes(namespace=ns, keys=keys, tokens=tokens, labels=_Labels(blocks))
+
+
+def chained(start: bytes, blocks: Sequence[Block], first: int, runs: Sequence[Run]) -> bytes:
+    """The running key of ``blocks[first:]`` from ``start``, without layers or seeds: the
+    known ``runs`` that fit take their keys from the memo, so the cost is O(other blocks)."""
+    known = {run.start: run for run in runs if run.stop <= len(blocks)}
+    running, position = start, first
+    while position < len(blocks):
+        run = known.get(position)
+        if run is not None:
+            running, position = _chain(running, blocks, run).keys[-1], run.stop
+        else:
+            running = hashlib.blake2b(running + blocks[position].content, digest_size=16).digest()
+            position += 1
+    return running
+
+
+@dataclass(frozen=True, slots=True)
+class _Chain:
+    keys: tuple[bytes, ...]
+    """The running key after each block of the stretch."""
+    tokens: tuple[int, ...]
+    """The stretch's tokens up to and including each block."""
+
+
+_CHAINS: Memo[_Chain] = Memo()
+"""Running keys of a known stretch of blocks, by the key before it and the stretch's content:
+the N children of a reply with N tool calls share the parent's reply and N placeholder results,
+so each child hashes only its own blocks (the hashes are the same as block by block)."""
+
+
+def _chain(before: bytes, blocks: Sequence[Block], run: Run) -> _Chain:
+    found = _CHAINS.find((before, run.key))
+    if found is not None:
+        return found
+    keys: list[bytes] = []
+    tokens: list[int] = []
+    running, total = before, 0
+    for block in blocks[run.start : run.stop]:
+        running = hashlib.blake2b(running + block.content, digest_size=16).digest()
+        total += block.tokens
+        keys.append(running)
+        tokens.append(total)
+    chain = _Chain(tuple(keys), tuple(tokens))
+    _CHAINS.keep((before, run.key), _CHAIN_BYTES * len(keys), chain)
+    return chain
+
+
+_CHAIN_BYTES = 160
+"""What a stretch's chain holds per block, about: a key, a count, and its share of the
+stretch's content key (its pickle)."""
 
 
 class _Labels(Sequence[str]):

@@ -8,6 +8,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Literal, TypeAlias
 
 from ..usage import Usage
@@ -219,7 +220,7 @@ def content_blocks(content: Any) -> list[Json] | None:
     """A message's ``content`` as a list of blocks (a string is one text block); None if neither."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
-    if isinstance(content, list) and all(isinstance(b, dict) for b in content):
+    if isinstance(content, list) and all(map(isinstance, content, repeat(dict))):
         return content
     return None
 

@@ -12,7 +12,9 @@ sharing their parts is safe.
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -46,3 +48,48 @@ class SharedRenderings(Generic[K, T]):
                 del self._by_id[key]
 
         return forget
+
+
+HEAD_MIN = 8
+"""Tuples this long or shorter are cheap to handle item by item: no head is kept for them."""
+
+
+class SharedHeads(Generic[K, T]):
+    """What was derived from a long tuple's items but its last, for every tuple that starts
+    with the same items.
+
+    The N children of a reply with N tool calls each end with a new message whose blocks
+    are the family's N placeholder results and the rules (the same objects), then the
+    child's own directive. Found through its first and last objects and its length, a head
+    is checked against the tuple by one comparison in C (identical items at once), so a
+    child costs O(1) Python work, not O(N). The last ``limit`` heads are kept (strongly:
+    their ids stay theirs while kept).
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self._limit = limit
+        self._heads: OrderedDict[tuple[int, int, int], tuple[tuple[K, ...], T]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def find(self, items: tuple[K, ...]) -> T | None:
+        """What was kept for the head of ``items``, if that head is known."""
+        if len(items) <= HEAD_MIN:
+            return None
+        key = (len(items) - 1, id(items[0]), id(items[-2]))
+        found = self._heads.get(key)
+        if found is None or found[0] != items[:-1]:
+            return None
+        return found[1]
+
+    def keep(self, items: tuple[K, ...], value: T) -> None:
+        """Keep ``value``, derived from the head of ``items``."""
+        if len(items) <= HEAD_MIN:
+            return
+        head = items[:-1]
+        with self._lock:
+            self._heads[(len(head), id(head[0]), id(head[-1]))] = (head, value)
+            while len(self._heads) > self._limit:
+                self._heads.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._heads)

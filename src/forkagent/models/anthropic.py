@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Unpack, get_args
 
 from ..errors import ConfigurationError
@@ -37,7 +38,7 @@ from ._adapter import AdapterModel
 from ._cache import Position, ResponseIds, ephemeral, message_breakpoints
 from ._json import as_dict, as_int, as_list, as_str, parse_arguments
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
-from ._shared import SharedRenderings
+from ._shared import HEAD_MIN, SharedHeads, SharedRenderings
 from ._transport import (
     Body,
     ClientOptions,
@@ -172,15 +173,60 @@ def _markable(block: ContentBlock) -> bool:
 def _content(
     blocks: tuple[ContentBlock, ...], message: int, marks: frozenset[Position], control: Body
 ) -> list[JsonValue]:
-    out: list[JsonValue] = []
-    for index, block in enumerate(blocks):
-        wire = _BLOCKS.get(block, _block)
-        if wire is None:
-            continue
-        if (message, index) in marks:
-            wire = {**wire, "cache_control": control}
-        out.append(wire)
+    rendered = _wires(blocks)
+    out: list[JsonValue] = list(rendered.wires)
+    for at, index in marks:
+        if at == message and (place := rendered.place(index)) is not None:
+            out[place] = {**rendered.wires[place], "cache_control": control}
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Wires:
+    """Blocks rendered, shared (never changed); blocks rendered as nothing are left out."""
+
+    wires: tuple[Body, ...]
+    places: tuple[int | None, ...] | None = None
+    """Where each block landed in ``wires``; None when none was left out."""
+
+    def place(self, index: int) -> int | None:
+        return index if self.places is None else self.places[index]
+
+    def plus(self, more: _Wires) -> _Wires:
+        if self.places is None and more.places is None:
+            return _Wires(self.wires + more.wires)
+        shift = len(self.wires)
+        mine = self.places or tuple(range(shift))
+        theirs = more.places or tuple(range(len(more.wires)))
+        moved = tuple(None if p is None else p + shift for p in theirs)
+        return _Wires(self.wires + more.wires, mine + moved)
+
+
+_HEADS: SharedHeads[ContentBlock, _Wires] = SharedHeads()
+"""A long message's blocks but its last, rendered once: every child of a reply with N tool
+calls ends with the same N placeholder results and the rules, then its own directive."""
+
+
+def _wires(blocks: tuple[ContentBlock, ...]) -> _Wires:
+    """``blocks`` rendered, a long tuple's head taken from ``_HEADS`` (O(1) in its length)."""
+    if len(blocks) <= HEAD_MIN:
+        return _render(blocks)
+    head = _HEADS.find(blocks)
+    if head is None:
+        head = _render(blocks[:-1])
+        _HEADS.keep(blocks, head)
+    return head.plus(_render(blocks[-1:]))
+
+
+def _render(blocks: tuple[ContentBlock, ...]) -> _Wires:
+    wires: list[Body] = []
+    places: list[int | None] = []
+    for block in blocks:
+        wire = _BLOCKS.get(block, _block)
+        places.append(None if wire is None else len(wires))
+        if wire is not None:
+            wires.append(wire)
+    return _Wires(tuple(wires), None if len(wires) == len(blocks) else tuple(places))
 
 
 def _block(block: ContentBlock) -> Body | None:

@@ -27,6 +27,7 @@ import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Protocol, Unpack
 
 from pydantic import BaseModel
@@ -48,6 +49,7 @@ from ..usage import Usage
 from ._adapter import AdapterModel
 from ._json import as_dict, as_list, as_str, get_int
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
+from ._shared import HEAD_MIN, SharedHeads, SharedRenderings
 from ._transport import (
     DEFAULT_TIMEOUT,
     Body,
@@ -208,20 +210,95 @@ def _wire(content: _Content) -> Body:
 
 
 def _parts(message: Message, names: dict[str, str]) -> list[Body]:
+    """The message's parts (a new list: merging turns extends it); records the names of the
+    calls an assistant message makes. Renderings are shared between requests."""
     if isinstance(message, AssistantMessage):
-        return _model_parts(message.content, names)
+        parts, defined = _MODEL_PARTS.get(message, _model_parts_of)
+        names.update(defined)
+        return list(parts)
+    rendered = _USER_PARTS.get(message, lambda m: _user_parts(m.content, names))
+    if not rendered.named_as(names):  # rendered after other calls of those ids: again
+        rendered = _user_parts(message.content, names)
+    return rendered.parts()
+
+
+@dataclass(frozen=True, slots=True)
+class _UserParts:
+    """A user message's blocks rendered (shared, never changed), in Gemini's order: function
+    responses, the images tools returned, then the message's own text and images."""
+
+    responses: tuple[Body, ...]
+    images: tuple[Body, ...]
+    own: tuple[Body, ...]
+    ids: tuple[str, ...]
+    """The tool results' call ids..."""
+    names: tuple[str, ...]
+    """...and the function names their responses were rendered with."""
+
+    def named_as(self, names: Mapping[str, str]) -> bool:
+        """Whether ``names`` gives every call id the name it was rendered with (in C)."""
+        return tuple(map(names.get, self.ids, repeat(""))) == self.names
+
+    def plus(self, more: _UserParts) -> _UserParts:
+        return _UserParts(
+            self.responses + more.responses,
+            self.images + more.images,
+            self.own + more.own,
+            self.ids + more.ids,
+            self.names + more.names,
+        )
+
+    def parts(self) -> list[Body]:
+        return [*self.responses, *self.images, *self.own]
+
+
+def _model_parts_of(
+    message: AssistantMessage,
+) -> tuple[tuple[Body, ...], tuple[tuple[str, str], ...]]:
+    defined: dict[str, str] = {}
+    parts = _model_parts(message.content, defined)
+    return tuple(parts), tuple(defined.items())
+
+
+_MODEL_PARTS: SharedRenderings[
+    AssistantMessage, tuple[tuple[Body, ...], tuple[tuple[str, str], ...]]
+] = SharedRenderings()
+"""An assistant message's parts and the calls it names, rendered once per message object."""
+_USER_PARTS: SharedRenderings[Message, _UserParts] = SharedRenderings()
+"""A user message's parts, rendered once per message object (and again if its calls' names
+differ)."""
+_USER_HEADS: SharedHeads[ContentBlock, _UserParts] = SharedHeads()
+"""A long user message's blocks but its last, rendered once: every child of a reply with N
+tool calls ends with the same N placeholder results and the rules, then its directive."""
+
+
+def _user_parts(blocks: tuple[ContentBlock, ...], names: Mapping[str, str]) -> _UserParts:
+    """``blocks`` rendered, a long tuple's head from ``_USER_HEADS`` (O(1) Python work in N)."""
+    if len(blocks) <= HEAD_MIN:
+        return _render_user(blocks, names)
+    head = _USER_HEADS.find(blocks)
+    if head is None or not head.named_as(names):
+        head = _render_user(blocks[:-1], names)
+        _USER_HEADS.keep(blocks, head)
+    return head.plus(_render_user(blocks[-1:], names))
+
+
+def _render_user(blocks: tuple[ContentBlock, ...], names: Mapping[str, str]) -> _UserParts:
     responses: list[Body] = []
     images: list[Body] = []
     own: list[Body] = []
-    for block in message.content:
+    ids: list[str] = []
+    for block in blocks:
         if isinstance(block, ToolResultBlock):
+            ids.append(block.tool_use_id)
             responses.append(_function_response(block, names.get(block.tool_use_id, "")))
             images += [_image(c) for c in block.content if isinstance(c, ImageBlock)]
         elif isinstance(block, TextBlock):
             own.append({"text": block.text})
         elif isinstance(block, ImageBlock):
             own.append(_image(block))
-    return responses + images + own
+    used = tuple(names.get(i, "") for i in ids)
+    return _UserParts(tuple(responses), tuple(images), tuple(own), tuple(ids), used)
 
 
 def _model_parts(blocks: tuple[ContentBlock, ...], names: dict[str, str]) -> list[Body]:

@@ -24,13 +24,14 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Unpack
+from typing import Literal, Unpack
 
 from ..messages import (
     AssistantMessage,
     ContentBlock,
     ImageBlock,
     JsonValue,
+    Message,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -43,6 +44,7 @@ from ._adapter import AdapterModel
 from ._cache import Position, ephemeral, message_breakpoints
 from ._json import as_dict, as_int, as_list, as_str, compact, get_int, parse_arguments
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
+from ._shared import HEAD_MIN, SharedHeads, SharedRenderings
 from ._transport import (
     Body,
     ClientOptions,
@@ -210,12 +212,24 @@ class _Renderer:
         system = self._system()
         if system is not None:
             out.append(system)
+        marked = {message for message, _ in self._marks}
+        config = (self._dialect.reasoning_field, self._marker is not None)
+        shared = _RENDERED.get(config)
+        if shared is None:
+            shared = _RENDERED[config] = SharedRenderings()
         for index, message in enumerate(self._request.messages):
-            if isinstance(message, UserMessage):
-                out.extend(self._user(message, index))
+            if index not in marked:
+                out += shared.get(message, self._unmarked)
+            elif isinstance(message, UserMessage):
+                out += self._user(message, index)
             else:
                 out.append(self._assistant(message, index))
         return out
+
+    def _unmarked(self, message: Message) -> list[Body]:
+        if isinstance(message, UserMessage):
+            return self._user(message, -1)
+        return [self._assistant(message, -1)]
 
     def _system(self) -> Body | None:
         system = self._request.system
@@ -227,25 +241,25 @@ class _Renderer:
         return {"role": "system", "content": self._content(parts)}
 
     def _user(self, message: UserMessage, index: int) -> list[Body]:
-        out: list[Body] = []
-        parts: list[Body] = []
-        for position, block in enumerate(message.content):
-            marked = (index, position) in self._marks
-            if isinstance(block, ToolResultBlock):
-                out.append(self._tool_message(block, marked))
-                parts += [_image_part(c) for c in block.content if isinstance(c, ImageBlock)]
-            elif isinstance(block, TextBlock | ImageBlock):
-                parts.append(self._mark(_part(block), marked))
+        """A tool message per tool result, then the user's parts; marked parts are copies."""
+        rendered = _user_wire(message.content, self._marker is not None)
+        tools = list(rendered.tools)
+        parts = list(rendered.parts)
+        for at, position in self._marks:
+            place = rendered.places[position] if at == index else None
+            if place is not None and place[0] == "tool":
+                tools[place[1]] = self._marked_tool(tools[place[1]])
+            elif place is not None:
+                parts[place[1]] = self._mark({**parts[place[1]]}, True)
         if parts:
-            out.append({"role": "user", "content": self._content(parts)})
-        return out
+            tools.append({"role": "user", "content": self._content(parts)})
+        return tools
 
-    def _tool_message(self, block: ToolResultBlock, marked: bool) -> Body:
-        parts = [_text_part(c.text) for c in block.content if isinstance(c, TextBlock)]
-        if parts:
-            self._mark(parts[-1], marked)
-        content: JsonValue = self._content(parts) if parts else ""
-        return {"role": "tool", "tool_call_id": block.tool_use_id, "content": content}
+    def _marked_tool(self, tool: Body) -> Body:
+        """A copy of a tool message whose last text part carries the marker."""
+        content = as_list(tool["content"])
+        last = self._mark({**as_dict(content[-1])}, True)
+        return {**tool, "content": [*content[:-1], last]}
 
     def _assistant(self, message: AssistantMessage, index: int) -> Body:
         parts = [
@@ -263,16 +277,88 @@ class _Renderer:
         return out
 
     def _content(self, parts: list[Body]) -> JsonValue:
-        """A lone text part is sent as a plain string, unless markers are on: then moving a
-        marker changes nothing but the marker."""
-        if self._marker is None and len(parts) == 1 and parts[0]["type"] == "text":
-            return parts[0]["text"]
-        return parts
+        return _joined(parts, markers=self._marker is not None)
 
     def _mark(self, part: Body, marked: bool) -> Body:
         if marked and self._marker is not None:
             part.update(self._marker)
         return part
+
+
+def _joined(parts: list[Body], *, markers: bool) -> JsonValue:
+    """A lone text part is sent as a plain string, unless markers are on: then moving a
+    marker changes nothing but the marker."""
+    if not markers and len(parts) == 1 and parts[0]["type"] == "text":
+        return parts[0]["text"]
+    return parts
+
+
+_RENDERED: dict[tuple[str | None, bool], SharedRenderings[Message, list[Body]]] = {}
+"""Messages without a marker, rendered once per (thinking field, markers on): siblings and an
+agent's successive turns send the same message objects. Never changed after rendering."""
+
+
+@dataclass(frozen=True, slots=True)
+class _UserWire:
+    """A user message's blocks rendered without markers (shared, never changed)."""
+
+    tools: tuple[Body, ...]
+    """A tool message per tool result."""
+    parts: tuple[Body, ...]
+    """The text and image parts, with the tool results' images, in order."""
+    places: tuple[tuple[Literal["tool", "part"], int] | None, ...]
+    """Where each block landed, for a marker; None for a block that cannot carry one."""
+
+    def plus(self, more: _UserWire) -> _UserWire:
+        tools, parts = len(self.tools), len(self.parts)
+        moved = tuple(
+            None if p is None else (p[0], p[1] + (tools if p[0] == "tool" else parts))
+            for p in more.places
+        )
+        return _UserWire(self.tools + more.tools, self.parts + more.parts, self.places + moved)
+
+
+_USER_HEADS: dict[bool, SharedHeads[ContentBlock, _UserWire]] = {
+    False: SharedHeads(),
+    True: SharedHeads(),
+}
+"""A long user message's blocks but its last, rendered once (markers off, on): every child
+of a reply with N tool calls ends with the same N placeholder results and the rules."""
+
+
+def _user_wire(blocks: tuple[ContentBlock, ...], markers: bool) -> _UserWire:
+    """``blocks`` rendered, a long tuple's head taken from ``_USER_HEADS`` (O(1) in its length)."""
+    if len(blocks) <= HEAD_MIN:
+        return _render_user(blocks, markers)
+    heads = _USER_HEADS[markers]
+    head = heads.find(blocks)
+    if head is None:
+        head = _render_user(blocks[:-1], markers)
+        heads.keep(blocks, head)
+    return head.plus(_render_user(blocks[-1:], markers))
+
+
+def _render_user(blocks: tuple[ContentBlock, ...], markers: bool) -> _UserWire:
+    tools: list[Body] = []
+    parts: list[Body] = []
+    places: list[tuple[Literal["tool", "part"], int] | None] = []
+    for block in blocks:
+        if isinstance(block, ToolResultBlock):
+            places.append(("tool", len(tools)) if _markable(block) else None)
+            tools.append(_tool_message(block, markers))
+            parts += [_image_part(c) for c in block.content if isinstance(c, ImageBlock)]
+        elif isinstance(block, TextBlock | ImageBlock):
+            places.append(("part", len(parts)))
+            parts.append(_part(block))
+        else:
+            places.append(None)
+    return _UserWire(tuple(tools), tuple(parts), tuple(places))
+
+
+def _tool_message(block: ToolResultBlock, markers: bool) -> Body:
+    parts = [_text_part(c.text) for c in block.content if isinstance(c, TextBlock)]
+    content: JsonValue = _joined(parts, markers=markers) if parts else ""
+    return {"role": "tool", "tool_call_id": block.tool_use_id, "content": content}
 
 
 def _part(block: TextBlock | ImageBlock) -> Body:

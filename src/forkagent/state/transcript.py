@@ -45,7 +45,8 @@ from ..events import (
     ResponseReceived,
     TranscriptStatus,
 )
-from ..messages import AssistantMessage, JsonValue, Message, TextBlock
+from ..messages import AssistantMessage, ContentBlock, JsonValue, Message, TextBlock
+from ..models._shared import SharedHeads
 from ..pricing import cost
 from ..requests import BlockPosition, ModelSettings, ToolSpec
 from ..telemetry.cache import CacheReport
@@ -192,6 +193,34 @@ class MessageEntry(_Line):
     message: Message
 
 
+class BlocksReference(BaseModel):
+    """A message's first ``blocks`` blocks are the first blocks of the message that agent
+    ``agent_id``'s transcript (same folder) records at line ``line`` (the header not counted)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent_id: str
+    line: int = Field(ge=1)
+    blocks: int = Field(ge=1)
+
+
+class SharedMessageEntry(_Line):
+    """A ``message`` line whose message starts with blocks another line already holds.
+
+    The N children of one reply with N tool calls each end with a message of the family's
+    N placeholder results and the rules, then the child's directive: the first child's line
+    holds them all, each sibling's only its directive and this reference (O(1) bytes instead
+    of O(N)). Readers put the blocks back: ``Transcript.entries`` holds the ``MessageEntry``.
+    """
+
+    type: Literal["shared_message"] = "shared_message"
+    at: datetime = Field(default_factory=_now)
+    index: int = Field(ge=0)
+    head: BlocksReference
+    message: Message
+    """The message without its first ``head.blocks`` blocks."""
+
+
 class TruncateEntry(_Line):
     """The history was cut back to ``length`` messages with nothing added."""
 
@@ -272,7 +301,12 @@ Entry: TypeAlias = Annotated[
     | StatusEntry,
     Field(discriminator="type"),
 ]
+"""A transcript line as readers see it (a ``shared_message`` line is read as its ``MessageEntry``)."""
 _ENTRY: TypeAdapter[Entry] = TypeAdapter(Entry)
+_LINE: TypeAdapter[Entry | SharedMessageEntry] = TypeAdapter(
+    Annotated[Entry | SharedMessageEntry, Field(discriminator="type")]
+)
+"""Any line as written."""
 
 
 # -- reading -------------------------------------------------------------------
@@ -383,10 +417,11 @@ class _Fold:
         if number == 1:
             self._check_version(raw)
         try:
-            return _ENTRY.validate_json(raw)
+            entry = _LINE.validate_json(raw)
         except ValidationError as exc:
             problem = exc.errors(include_url=False)[0]["msg"]
             raise _UnreadableLine(self.path, f"line {number} is not valid: {problem}") from None
+        return _whole(self.path, entry) if isinstance(entry, SharedMessageEntry) else entry
 
     def _check_version(self, raw: bytes) -> None:
         """A newer format gets its own message, not a list of unknown fields."""
@@ -499,6 +534,71 @@ def inherited(
             f"which held {len(history)} at that point",
         )
     return source.header, tuple(history[: reference.messages])
+
+
+def _whole(path: Path, entry: SharedMessageEntry) -> MessageEntry:
+    """The ``MessageEntry`` a shared line stands for, its first blocks read from their line."""
+    head = _SHARED_BLOCKS.read(path, entry.head)
+    message = entry.message.model_copy(update={"content": head + entry.message.content})
+    return MessageEntry.model_construct(at=entry.at, index=entry.index, message=message)
+
+
+class _SharedBlocks:
+    """Blocks a shared line refers to, by file and line; a line never changes once written.
+
+    Only the referenced line is parsed, and it is always a whole ``message`` line (only
+    those are referred to), so resolving never follows a chain of references.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._read: OrderedDict[tuple[Path, int], tuple[ContentBlock, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, path: Path, reference: BlocksReference) -> tuple[ContentBlock, ...]:
+        source = path.with_name(f"{safe_file_name(reference.agent_id)}.jsonl")
+        with self._lock:
+            blocks = self._read.get((source, reference.line))
+        if blocks is None or not source.is_file():  # a file moved away is missing, read or not
+            blocks = self._parse(path, source, reference.line)
+            with self._lock:
+                self._read[(source, reference.line)] = blocks
+                while len(self._read) > self._limit:
+                    self._read.popitem(last=False)
+        if len(blocks) < reference.blocks:
+            raise TranscriptError(
+                path,
+                f"a message starts with {reference.blocks} blocks of line {reference.line} of "
+                f"{source}, whose message has {len(blocks)}",
+            )
+        return blocks[: reference.blocks]
+
+    @staticmethod
+    def _parse(path: Path, source: Path, line: int) -> tuple[ContentBlock, ...]:
+        flush_transcripts(source)
+        try:
+            lines = source.read_bytes().split(b"\n")
+        except FileNotFoundError:
+            raise TranscriptError(
+                path,
+                f"a message starts with blocks recorded in {source}, which is missing: it was "
+                "moved or deleted, so this history cannot be read (keep a tree's transcripts "
+                "together in one folder)",
+            ) from None
+        try:
+            entry = _ENTRY.validate_json(lines[line]) if line + 1 < len(lines) else None
+        except ValidationError:
+            entry = None
+        if not isinstance(entry, MessageEntry):
+            raise TranscriptError(
+                path,
+                f"a message starts with the blocks of line {line} of {source}, "
+                "which is not a whole message line",
+            )
+        return entry.message.content
+
+
+_SHARED_BLOCKS = _SharedBlocks(limit=64)
 
 
 class _RecentParents:
@@ -683,14 +783,39 @@ class TranscriptWriter:
         identity, so each call is cheap.
         """
         keep = shared_length(self._history, messages)
-        lines: list[MessageEntry | TruncateEntry] = [
-            MessageEntry(index=keep + offset, message=m) for offset, m in enumerate(messages[keep:])
+        first = self._next_line()
+        lines: list[MessageEntry | SharedMessageEntry | TruncateEntry] = [
+            self._message_line(keep + offset, m, first + offset)
+            for offset, m in enumerate(messages[keep:])
         ]
         if keep < len(self._history) and not lines:
             lines.append(TruncateEntry(length=keep))
         self._write(*lines)
         self._history = list(messages)
         return len(lines)
+
+    def _next_line(self) -> int:
+        """The number the next line after the header gets, counting lines still gathered."""
+        gathered = self._gathered or ()
+        return self._lines + sum(not isinstance(e, TranscriptHeader) for e in gathered) + 1
+
+    def _message_line(
+        self, index: int, message: Message, line: int
+    ) -> MessageEntry | SharedMessageEntry:
+        """Line ``line``: the message, or only its last block when another line of the tree
+        holds the rest (``SharedMessageEntry``). Built validated: pydantic's
+        ``model_construct`` is slower for lines, whose ``at`` has a default factory."""
+        blocks = message.content
+        agent = self._required_header().agent_id
+        written = _WRITTEN_HEADS.find(blocks)
+        if written is not None and written[0] == self.path.parent and written[1] != agent:
+            return SharedMessageEntry(
+                index=index,
+                head=BlocksReference(agent_id=written[1], line=written[2], blocks=len(blocks) - 1),
+                message=message.model_copy(update={"content": blocks[-1:]}),
+            )
+        _WRITTEN_HEADS.keep(blocks, (self.path.parent, agent, line))
+        return MessageEntry(index=index, message=message)
 
     def usage(
         self,
@@ -824,6 +949,10 @@ class TranscriptWriter:
                 self.path, f"a line could not be written ({exc}); nothing after it was"
             ) from exc
 
+
+_WRITTEN_HEADS: SharedHeads[ContentBlock, tuple[Path, str, int]] = SharedHeads()
+"""Where a long message was written whole (folder, agent, line), by its blocks but the last:
+a sibling's message that starts with the same blocks refers to that line."""
 
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 

@@ -19,7 +19,7 @@ from typing import Literal, TypeAlias
 from pydantic import TypeAdapter
 
 from ..messages import ContentBlock, JsonValue, Message
-from ..models._shared import SharedRenderings
+from ..models._shared import HEAD_MIN, SharedHeads, SharedRenderings
 from ..models.base import ModelProfile
 from ..requests import (
     CacheTTL,
@@ -239,8 +239,10 @@ def block_sizes(
     if known is None or not _extends_whole(known[0], request):
         return [len(block.data) for block in request_blocks(request)]
     earlier, sizes = known
-    added = request.messages[len(earlier.messages) :]
-    return [*sizes, *(size for message in added for size in _MESSAGE_SIZES.get(message, _sizes))]
+    out = list(sizes)
+    for message in request.messages[len(earlier.messages) :]:
+        out += _MESSAGE_SIZES.get(message, _sizes)
+    return out
 
 
 _MESSAGE_SIZES: SharedRenderings[Message, list[int]] = SharedRenderings()
@@ -250,16 +252,29 @@ _BLOCK_SIZES: dict[str, SharedRenderings[ContentBlock, int]] = {
 }
 """Sizes by (frozen) message and block object, by role: siblings forked from a reply with N
 tool calls add the same N calls and N placeholder results, measured once for the family."""
+_HEAD_SIZES: SharedHeads[ContentBlock, tuple[str, list[int]]] = SharedHeads()
+"""A long message's sizes but its last block's, with its role: each of those children's last
+message is new, but starts with the family's placeholders and rules (the same objects)."""
 
 
 def _sizes(message: Message) -> list[int]:
     role = message.role
+    blocks = message.content
+    head = _HEAD_SIZES.find(blocks)
+    if head is None or head[0] != role:
+        if len(blocks) <= HEAD_MIN:
+            return _measured(role, blocks)
+        head = (role, _measured(role, blocks[:-1]))
+        _HEAD_SIZES.keep(blocks, head)
+    return head[1] + _measured(role, blocks[-1:])
 
+
+def _measured(role: str, blocks: tuple[ContentBlock, ...]) -> list[int]:
     def measure(block: ContentBlock) -> int:
         return len(canonical_block(role, block))
 
     by_block = _BLOCK_SIZES[role]
-    return [by_block.get(block, measure) for block in message.content]
+    return [by_block.get(block, measure) for block in blocks]
 
 
 def extends(previous: ModelRequest, current: ModelRequest) -> bool:
@@ -295,15 +310,12 @@ def _extends_whole(previous: ModelRequest, current: ModelRequest) -> bool:
 
 
 def _starts(cut: Message, whole: Message) -> bool:
-    """``whole`` is ``cut``, or has the same role and begins with ``cut``'s very blocks."""
+    """``whole`` is ``cut``, or has the same role and begins with ``cut``'s blocks."""
     if cut is whole:
         return True
     blocks = cut.content
-    return (
-        cut.role == whole.role
-        and len(blocks) <= len(whole.content)
-        and all(a is b for a, b in zip(blocks, whole.content, strict=False))
-    )
+    # Compared in C, identical blocks at once (equal ones render alike).
+    return cut.role == whole.role and whole.content[: len(blocks)] == blocks
 
 
 def _shared_blocks(previous: ModelRequest, difference: Difference | None) -> int:
