@@ -423,7 +423,8 @@ class Session(Generic[OutputT]):
         )
         if (writes := recorder.registry_writes) is not None:
             writes.write(writes.registry.mark_lost)
-        self._runtime.listeners.insert(0, recorder)
+        if recorder.transcripts or recorder.registry_writes is not None:
+            self._runtime.listeners.insert(0, recorder)  # else it has no event to record
         if not self._mcp_servers:
             self._announce()
         # else: once the MCP tools are in, so the transcript header has the array really sent
@@ -888,11 +889,12 @@ class ForkHandle:
 
 async def _watch_fork(task: AgentTask, params: ForkParams) -> None:
     """Cancel ``task`` when ``params.cancel`` is set; call ``on_complete`` when it ends."""
-    waiter = asyncio.ensure_future(task.wait())
+    waiter = task.wait()
     try:
         if params.cancel is not None:
             token = asyncio.ensure_future(params.cancel.wait())
-            await asyncio.wait({waiter, token}, return_when=asyncio.FIRST_COMPLETED)
+            racing: list[asyncio.Future[Any]] = [waiter, token]
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
             token.cancel()
             if params.cancel.is_set():
                 task.cancel()

@@ -126,12 +126,13 @@ def fork_base(history: Sequence[Message], *, style: HistoryStyle = "tool_result"
 def fork_from(base: ForkBase, directive: str) -> ForkedHistory:
     """One child's history: the family's shared part, then its directive.
 
-    Built with ``model_construct``: the head's blocks are validated already and
-    the rest are a str and ints, so validating again would only cost every fork.
+    Validated constructors, not ``model_construct``: for models this small
+    pydantic's core validates (the head's blocks by an instance check) in under
+    half the time of ``model_construct``'s Python loop over the fields.
     """
-    text = TextBlock.model_construct(text=directive_text(directive))
-    last = UserMessage.model_construct(content=(*base.head, text), origin="fork")
-    position = BlockPosition.model_construct(message=len(base.messages), block=len(base.head) - 1)
+    text = TextBlock(text=directive_text(directive))
+    last = UserMessage(content=(*base.head, text), origin="fork")
+    position = BlockPosition(message=len(base.messages), block=len(base.head) - 1)
     return ForkedHistory(base.messages.extended((last,)), position)
 
 

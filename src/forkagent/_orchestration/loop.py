@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from ..errors import BudgetExceededError, ModelError, ToolError
 from ..events import (
@@ -95,6 +95,10 @@ class Notification:
     block: TextBlock
 
 
+_NO_USAGE = Usage()
+"""Every run's usage before its first response: one frozen value, not one per run."""
+
+
 @dataclass(eq=False)
 class AgentRun:
     """One agent's conversation and everything its requests are made from."""
@@ -124,7 +128,7 @@ class AgentRun:
     runtime: Any = None
     timeout: float | None = None
     """Seconds for one model request before it counts as failed."""
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = _NO_USAGE
     turns: int = 0
     last_request: ModelRequest | None = None
     """The cache-safe snapshot: the last request actually sent."""
@@ -200,9 +204,11 @@ class AgentRun:
         A fork's inherited history is its parent's words, never its result.
         """
         own = self.shared_prefix_end.message + 1 if self.shared_prefix_end else 0
-        for message in reversed(self.messages[own:]):
-            if isinstance(message, AssistantMessage) and message.text:
-                return message.text
+        messages = self.messages
+        for index in range(len(messages) - 1, own - 1, -1):  # no copy of the history
+            message = messages[index]
+            if isinstance(message, AssistantMessage) and (text := message.text):
+                return text
         return ""
 
     def build_request(self) -> ModelRequest:
@@ -224,15 +230,22 @@ class LoopOutcome:
     error: str | None = None
 
 
-async def within_deadline(budget: Budget, work: Awaitable[LoopOutcome]) -> LoopOutcome:
+def within_deadline(
+    budget: Budget, work: Coroutine[Any, Any, LoopOutcome]
+) -> Coroutine[Any, Any, LoopOutcome]:
     """``work``, cut off at the budget tree's earliest wall-time limit even mid-request.
 
     The limit is checked between requests too (``Budget.check``); this makes
-    it hold while a request or a tool call is in flight.
+    it hold while a request or a tool call is in flight. Without a limit it is
+    ``work`` itself: no coroutine wrapped around every child's whole run.
     """
     deadline = budget.deadline()
-    if deadline is None:
-        return await work
+    return work if deadline is None else _cut_off(work, deadline)
+
+
+async def _cut_off(
+    work: Coroutine[Any, Any, LoopOutcome], deadline: tuple[float, float]
+) -> LoopOutcome:
     loop = asyncio.get_running_loop()
     timeout = asyncio.timeout_at(loop.time() + deadline[0] - time.monotonic())
     try:
@@ -495,12 +508,18 @@ async def call_tool(run: AgentRun, use: ToolUseBlock) -> ToolResultBlock:
     return result
 
 
+def has_hooks(hooks: Hooks | None) -> TypeGuard[Hooks]:
+    """Whether there are hooks at all: without, ``run_hooks``' input need not be made."""
+    return hooks is not None and len(hooks) > 0
+
+
 async def run_hooks(run: AgentRun, event: HookEvent, **fields: Any) -> HookOutcome:
     """Run ``run``'s hooks for ``event``; ``fields`` fill the rest of the hook input."""
-    if run.hooks is None or not len(run.hooks):
+    hooks = run.hooks
+    if not has_hooks(hooks):
         return HookOutcome()
     plan = run.policy is not None and run.policy.mode == "plan"
-    return await run.hooks.run(
+    return await hooks.run(
         event,
         HookInput(
             event=event,

@@ -43,6 +43,7 @@ from .loop import (
     Notification,
     ToolGate,
     close_pending,
+    has_hooks,
     run_hooks,
     run_loop,
     within_deadline,
@@ -417,12 +418,23 @@ class Runtime:
         self, parent: AgentRun, directive: str, label: str = "", params: ForkParams | None = None
     ) -> AgentRun:
         """A child from the parent's snapshot: same bytes up to its directive."""
+        return self._fork_child(parent, self._parent_state(parent), directive, label, params)
+
+    def _fork_child(
+        self,
+        parent: AgentRun,
+        state: _ParentState,
+        directive: str,
+        label: str,
+        params: ForkParams | None,
+    ) -> AgentRun:
+        """``build_fork`` with the parent's state already checked (once for many siblings)."""
         output = None
         if params is not None and params.output_type is not None:
             output = OutputSpec.of(params.output_type, mode="text", retries=params.output_retries)
             directive = f"{directive}\n\n{output.instructions()}"
         snapshot = parent.last_request
-        forked = fork_from(self._parent_state(parent).base, directive)
+        forked = fork_from(state.base, directive)
         child = AgentRun(
             id=self.new_id("fork"),
             model=parent.model,
@@ -537,7 +549,9 @@ class Runtime:
         worktree = await prepared.finish() if prepared.finish else None
         if prepared.teardown is not None:
             await prepared.teardown()
-        if status != "completed":  # a completed child met its SubagentStop hook already
+        if status != "completed" and has_hooks(
+            run.hooks
+        ):  # a completed one met SubagentStop already
             await run_hooks(run, "SubagentStop", result=run.output)
         worktree_path, worktree_branch = worktree or (None, None)
         result = TaskResult(
@@ -568,7 +582,7 @@ class Runtime:
         """
         outcome = await self.drive(run)
         sent_back = False
-        while outcome.status == "completed":
+        while outcome.status == "completed" and has_hooks(run.hooks):
             verdict = await run_hooks(
                 run, "SubagentStop", result=run.output, stop_hook_active=sent_back
             )
@@ -617,7 +631,7 @@ class Runtime:
             error=result.error,
             worktree=worktree,
         )
-        parent.inbox.append(Notification(task.id, TextBlock.model_construct(text=text)))
+        parent.inbox.append(Notification(task.id, TextBlock(text=text)))
         self._signal(parent).set()
         if parent.parent_id is None and self.on_notification is not None:
             self.on_notification(parent)
@@ -637,15 +651,12 @@ class Runtime:
         if refusal:
             raise AgentSpawnError(refusal)
         allowed = self._allowance()
-        wanted = [d if isinstance(d, ForkParams) else ForkParams(d) for d in directives]
+        state = self._parent_state(parent)  # the parent cannot change while these start
         started = [
-            self.start(
-                self.build_fork(parent, params.directive, params.label, params),
-                background=background,
-            )
-            for params in wanted[:allowed]
+            self.start(self._fork_child(parent, state, *_fork_args(d)), background=background)
+            for d in directives[:allowed]
         ]
-        refused = [params.directive for params in wanted[allowed:]]
+        refused = [_fork_args(d)[0] for d in directives[allowed:]]
         if refused:
             raise AgentLimitError(
                 f"this run may start {self.options.max_agents} agents: started "
@@ -735,6 +746,13 @@ def confine_to(worktree: Worktree, refused: list[str]) -> ToolGate:
         return check(use)
 
     return gate
+
+
+def _fork_args(directive: str | ForkParams) -> tuple[str, str, ForkParams | None]:
+    """Directive, label and options of one ``fork_many`` entry (a plain string has defaults)."""
+    if isinstance(directive, str):
+        return directive, "", None
+    return directive.directive, directive.label, directive
 
 
 def _child_limits(defaults: Limits, params: ForkParams | None) -> Limits:

@@ -75,10 +75,15 @@ class AgentTask:
     def done(self) -> bool:
         return self.result is not None
 
-    async def wait(self) -> TaskResult:
-        """The final result; waiting does not cancel the task if the waiter is cancelled."""
+    def wait(self) -> asyncio.Future[TaskResult]:
+        """The final result, to await; cancelling the waiter does not cancel the task.
+
+        A future of its own per call rather than a coroutine: ``asyncio.gather`` over
+        many children then wraps no extra task around each (wrap it in
+        ``asyncio.ensure_future`` where a task-like object is needed).
+        """
         assert self._task is not None
-        return await asyncio.shield(self._task)
+        return asyncio.shield(self._task)
 
     def cancel(self) -> None:
         """Stop this task and, through it, every task it started.
