@@ -86,6 +86,8 @@ class ForkBase:
     """The messages before the child's last one: the parent's chunks, shared."""
     head: tuple[ContentBlock, ...]
     """The last message's blocks before the directive; the rules block ends them."""
+    position: BlockPosition
+    """The rules block's place, the end of every sibling's shared prefix: one object for all."""
 
 
 _RULES_BLOCK = TextBlock(text=FORK_RULES)
@@ -120,7 +122,8 @@ def fork_base(history: Sequence[Message], *, style: HistoryStyle = "tool_result"
         head = ()
     else:
         head += placeholders
-    return ForkBase(shared, (*head, _RULES_BLOCK))
+    head += (_RULES_BLOCK,)
+    return ForkBase(shared, head, BlockPosition(message=len(shared), block=len(head) - 1))
 
 
 def fork_from(base: ForkBase, directive: str) -> ForkedHistory:
@@ -132,8 +135,7 @@ def fork_from(base: ForkBase, directive: str) -> ForkedHistory:
     """
     text = TextBlock(text=directive_text(directive))
     last = UserMessage(content=(*base.head, text), origin="fork")
-    position = BlockPosition(message=len(base.messages), block=len(base.head) - 1)
-    return ForkedHistory(base.messages.extended((last,)), position)
+    return ForkedHistory(base.messages.extended((last,)), base.position)
 
 
 def build_forked_messages(

@@ -158,9 +158,11 @@ class AgentRun:
     before_request: Callable[[AgentRun], Awaitable[None]] | None = None
     """Awaited before each request (the session compacts the main agent here)."""
     _by_name: dict[str, Tool] = field(default_factory=dict, repr=False)
+    """``tools`` by name; a fork shares its parent's (never changed in place, only replaced)."""
 
     def __post_init__(self) -> None:
-        self._by_name = {t.name: t for t in self.tools}
+        if not self._by_name:
+            self._by_name = {t.name: t for t in self.tools}
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -193,7 +195,7 @@ class AgentRun:
         callable at once; their specs join the tool array unless it already has them (a
         resumed agent's recorded array), so the bytes sent stay what they were."""
         self.tools = (*self.tools, *tools)
-        self._by_name.update((t.name, t) for t in tools)
+        self._by_name = {**self._by_name, **{t.name: t for t in tools}}
         sent = {spec.name for spec in self.tool_specs}
         self.tool_specs = (*self.tool_specs, *(t.spec() for t in tools if t.name not in sent))
 
@@ -384,23 +386,24 @@ async def _request(run: AgentRun) -> ModelResponse:
 
 
 def _charge(run: AgentRun, usage: Usage, *, turn: bool) -> None:
-    run.usage = run.usage + usage
+    # Usage is frozen: a run's first response's usage is its total, shared rather than summed.
+    run.usage = usage if run.usage is _NO_USAGE else run.usage + usage
     run.budget.charge(usage, cost(run.model.name, usage), turn=turn)
 
 
 async def _send(run: AgentRun, request: ModelRequest) -> ModelResponse:
     family, run.family = run.family, None
-
-    def sent() -> None:
-        run.emit(RequestSent(run.id, run.turns, request))
-
+    sent = RequestSent(run.id, run.turns, request)
     if family is None:
-        sent()
+        run.emit(sent)
         if run.stream:
             return await _streamed(run, request)
         return await run.model.request(request)
     prewarm = functools.partial(_prewarm, run) if run.prewarm else None
-    return await send_in_family(family, run.id, run.model, request, prewarm=prewarm, on_send=sent)
+    on_send = functools.partial(run.emit, sent)  # emitted when it leaves, after any wait
+    return await send_in_family(
+        family, run.id, run.model, request, prewarm=prewarm, on_send=on_send
+    )
 
 
 async def _streamed(run: AgentRun, request: ModelRequest) -> ModelResponse:

@@ -440,6 +440,7 @@ class Runtime:
             model=parent.model,
             system=snapshot.system if snapshot else parent.system,
             tools=parent.tools,
+            _by_name=parent._by_name,
             tool_specs=snapshot.tools if snapshot else parent.tool_specs,
             settings=snapshot.settings if snapshot else parent.settings,
             cwd=parent.cwd,

@@ -65,7 +65,8 @@ class AgentTask:
     _driving: bool = False
     """True while its turns run: the only phase a cancel interrupts (the runtime sets it)."""
     _task: asyncio.Task[TaskResult] | None = None
-    _to_background: asyncio.Event = field(default_factory=asyncio.Event)
+    _to_background: asyncio.Event | None = None
+    """Made when first needed: most children are never waited for in the foreground."""
 
     @property
     def id(self) -> str:
@@ -99,7 +100,12 @@ class AgentTask:
 
     def move_to_background(self) -> None:
         """Let a waiting parent go on; the child continues the same loop."""
-        self._to_background.set()
+        self._background_signal().set()
+
+    def _background_signal(self) -> asyncio.Event:
+        if self._to_background is None:
+            self._to_background = asyncio.Event()
+        return self._to_background
 
     async def wait_foreground(self, auto_background_after: float | None) -> TaskResult | None:
         """Wait as a sync child; None when it went to the background first.
@@ -108,7 +114,7 @@ class AgentTask:
         a foreground child is cancelled with it; a backgrounded one is spared.
         """
         assert self._task is not None
-        signal = asyncio.ensure_future(self._to_background.wait())
+        signal = asyncio.ensure_future(self._background_signal().wait())
         try:
             done, _ = await asyncio.wait(
                 {self._task, signal},
