@@ -509,7 +509,9 @@ class Runtime:
         if parent_task is not None:
             parent_task.children.append(task)
         self.tasks[run.id] = task
-        self._children.setdefault(run.parent_id, []).append(task)
+        if (siblings := self._children.get(run.parent_id)) is None:
+            siblings = self._children[run.parent_id] = []
+        siblings.append(task)
         self.spawned += 1
         details: dict[str, JsonValue] = {}
         if run.is_fork and run.parent_id in self.runs:
@@ -550,9 +552,8 @@ class Runtime:
         worktree = await prepared.finish() if prepared.finish else None
         if prepared.teardown is not None:
             await prepared.teardown()
-        if status != "completed" and has_hooks(
-            run.hooks
-        ):  # a completed one met SubagentStop already
+        # A completed child met its SubagentStop hooks already.
+        if status != "completed" and has_hooks(run.hooks):
             await run_hooks(run, "SubagentStop", result=run.output)
         worktree_path, worktree_branch = worktree or (None, None)
         result = TaskResult(
@@ -610,7 +611,10 @@ class Runtime:
         return outcome
 
     def _signal(self, run: AgentRun) -> asyncio.Event:
-        return self._signals.setdefault(run.id, asyncio.Event())
+        signal = self._signals.get(run.id)
+        if signal is None:
+            signal = self._signals[run.id] = asyncio.Event()
+        return signal
 
     def _notify_parent(self, task: AgentTask, result: TaskResult) -> None:
         parent = self.runs.get(task.run.parent_id or "")
