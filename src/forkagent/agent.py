@@ -793,7 +793,8 @@ class Session(Generic[OutputT]):
             # or its registry row would stay "running" and later read as lost.
             self._announce()
             self._finish()
-        await asyncio.to_thread(self.recorder.close)  # waits for the queued registry writes
+        if self.recorder.writers or self.recorder.registry_writes is not None:
+            await asyncio.to_thread(self.recorder.close)  # waits for the queued registry writes
         await self._runtime.close_models()
         await self._mcp.close()
         if self._lease is not None:

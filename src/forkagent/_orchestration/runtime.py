@@ -195,14 +195,18 @@ class Runtime:
     """Explains every response's cache use; its reports go out as ``CacheReported``."""
 
     def __post_init__(self) -> None:
-        self.cache_monitor = CacheMonitor(on_report=self.emit)
+        # Its own reports go to the listeners only: the monitor has nothing to do with them.
+        self.cache_monitor = CacheMonitor(on_report=self._tell_listeners)
 
     # -- bookkeeping ---------------------------------------------------------
 
     def emit(self, event: Event) -> None:
+        self._tell_listeners(event)
+        self.cache_monitor(event)  # after the listeners: a report follows its response
+
+    def _tell_listeners(self, event: Event) -> None:
         for listener in self.listeners:
             listener(event)
-        self.cache_monitor(event)  # after the listeners: a report follows its response
 
     def new_id(self, kind: str) -> str:
         # Six random hex digits tell runs apart; ``random`` needs no system call (uuid4 does).
