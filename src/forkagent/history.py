@@ -125,9 +125,11 @@ class HistoryView(Sequence[T]):
 
     def _items(self, start: int, stop: int) -> tuple[T, ...]:
         """Items ``start`` to ``stop`` as one tuple: a chunk itself when one holds them all."""
+        if start >= stop:
+            return ()
         ends = self._ends
         chunk = bisect_right(ends, start)
-        if chunk < len(ends) and stop <= ends[chunk]:  # one chunk holds them: the usual case
+        if stop <= ends[chunk]:  # one chunk holds them: the usual case
             begin = ends[chunk - 1] if chunk else 0
             return self._chunks[chunk][start - begin : stop - begin]
         joined: list[T] = []
