@@ -45,8 +45,10 @@ def test_a_view_indexes_slices_and_iterates_like_a_tuple(view: HistoryView[int])
     items = tuple(ITEMS)
     assert len(view) == len(items)
     assert [view[i] for i in range(-10, 10)] == [items[i] for i in range(-10, 10)]
-    for cut in (slice(None), slice(3, 8), slice(-3, None), slice(8, 3), slice(None, None, -2)):
-        assert view[cut] == items[cut]
+    bounds = (None, *range(-12, 13))
+    cuts = [slice(a, b) for a in bounds for b in bounds]  # within a chunk, across, empty
+    for cut in (*cuts, slice(None, None, -2), slice(1, None, 3)):
+        assert view[cut] == items[cut], cut
         assert type(view[cut]) is tuple
     assert list(view) == list(items)
     assert list(reversed(view)) == list(reversed(items))

@@ -423,7 +423,8 @@ class Session(Generic[OutputT]):
         )
         if (writes := recorder.registry_writes) is not None:
             writes.write(writes.registry.mark_lost)
-        self._runtime.listeners.insert(0, recorder)
+        if recorder.transcripts or recorder.registry_writes is not None:
+            self._runtime.listeners.insert(0, recorder)  # else it has no event to record
         if not self._mcp_servers:
             self._announce()
         # else: once the MCP tools are in, so the transcript header has the array really sent
@@ -796,9 +797,11 @@ class Session(Generic[OutputT]):
             # or its registry row would stay "running" and later read as lost.
             self._announce()
             self._finish()
+        recorder = self.recorder
         try:
-            # Waits for the queued writes; raises if a transcript lost lines.
-            await asyncio.to_thread(self.recorder.close)
+            if recorder.writers or recorder.registry_writes is not None or recorder.lost:
+                # Waits for the queued writes; raises if a transcript lost lines.
+                await asyncio.to_thread(recorder.close)
         finally:
             await self._runtime.close_models()
             await self._mcp.close()
@@ -895,11 +898,12 @@ class ForkHandle:
 
 async def _watch_fork(task: AgentTask, params: ForkParams) -> None:
     """Cancel ``task`` when ``params.cancel`` is set; call ``on_complete`` when it ends."""
-    waiter = asyncio.ensure_future(task.wait())
+    waiter = task.wait()
     try:
         if params.cancel is not None:
             token = asyncio.ensure_future(params.cancel.wait())
-            await asyncio.wait({waiter, token}, return_when=asyncio.FIRST_COMPLETED)
+            racing: list[asyncio.Future[Any]] = [waiter, token]
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
             token.cancel()
             if params.cancel.is_set():
                 task.cancel()

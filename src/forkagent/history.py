@@ -125,11 +125,15 @@ class HistoryView(Sequence[T]):
 
     def _items(self, start: int, stop: int) -> tuple[T, ...]:
         """Items ``start`` to ``stop`` as one tuple: a chunk itself when one holds them all."""
-        pieces = list(self._pieces(start, stop))
-        if len(pieces) == 1:
-            return pieces[0]
+        if start >= stop:
+            return ()
+        ends = self._ends
+        chunk = bisect_right(ends, start)
+        if stop <= ends[chunk]:  # one chunk holds them: the usual case
+            begin = ends[chunk - 1] if chunk else 0
+            return self._chunks[chunk][start - begin : stop - begin]
         joined: list[T] = []
-        for piece in pieces:
+        for piece in self._pieces(start, stop):
             joined += piece
         return tuple(joined)
 

@@ -159,11 +159,14 @@ def pending_tool_uses(
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, AssistantMessage):
+            uses = message.tool_uses
+            if not uses:
+                return ()  # the usual end of a turn: no need to copy what follows it
             answered = {
                 r.tool_use_id
                 for later in messages[index + 1 :]
                 if isinstance(later, UserMessage)
                 for r in later.tool_results
             }
-            return tuple(u for u in message.tool_uses if u.id not in answered)
+            return tuple(u for u in uses if u.id not in answered)
     return ()

@@ -115,8 +115,14 @@ def price_for(model: str) -> Price | None:
     genai-prices package's bundled snapshot (never its network update), so new model
     families are priced without a release of ours. An unknown model is None, never 0.
     """
-    name = _DATE_SUFFIX.sub("", split_base_url(model.split(":", 1)[-1])[0])
+    name = _price_name(model)
     return PRICES.get(name) or _from_genai_prices(name)
+
+
+@lru_cache(maxsize=256)
+def _price_name(model: str) -> str:
+    """The id prices are kept under; cached, as every response is priced (``PRICES`` is not)."""
+    return _DATE_SUFFIX.sub("", split_base_url(model.split(":", 1)[-1])[0])
 
 
 _GENAI_PROVIDERS = (("claude-", "anthropic"), ("gemini-", "google"), ("deepseek-", "deepseek"))

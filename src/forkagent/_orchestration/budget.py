@@ -71,9 +71,10 @@ class Budget:
 
     def charge(self, usage: Usage, cost: float | None, *, turn: bool = True) -> None:
         """Add one response here and to every ancestor; a pre-warm (``turn=False``) is no turn."""
+        tokens = usage.total_tokens
         budget: Budget | None = self
         while budget is not None:
-            budget.tokens += usage.total_tokens
+            budget.tokens += tokens
             budget.cost += cost or 0.0
             budget.turns += turn
             budget = budget.parent
@@ -103,8 +104,10 @@ class Budget:
             raise BudgetExceededError(
                 "max_cost", f"spent ${self.cost:.4f} of a ${limits.max_cost:.4f} budget"
             )
+        if limits.max_seconds is None:
+            return  # no clock to read
         elapsed = time.monotonic() - self.started
-        if limits.max_seconds is not None and elapsed >= limits.max_seconds:
+        if elapsed >= limits.max_seconds:
             raise BudgetExceededError(
                 "max_seconds", f"ran {elapsed:.1f}s of a {limits.max_seconds:.1f}s limit"
             )

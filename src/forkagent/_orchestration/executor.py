@@ -8,6 +8,7 @@ this process (the default), or elsewhere (``forkagent.executors.ray``).
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Protocol
@@ -56,6 +57,10 @@ class InProcessExecutor:
         """Its work is already here."""
 
 
+@functools.cache
 def here() -> Placement:
-    """This process: where the main agent always runs."""
+    """This process: where the main agent always runs (one value, not one per child)."""
     return Placement(InProcessExecutor.name, os.getpid())
+
+
+os.register_at_fork(after_in_child=here.cache_clear)  # a forked process is somewhere else

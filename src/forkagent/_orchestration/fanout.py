@@ -45,9 +45,6 @@ class ForkFamily:
         self.leader = agent_id
         return True
 
-    async def wait(self) -> None:
-        await self.released.wait()
-
     def release(self) -> None:
         self.released.set()
 
@@ -73,7 +70,7 @@ async def send_in_family(
     pre-warm the model refuses falls back to the provider's warm-up rule.
     """
     if not family.lead_or_wait(agent_id):
-        await family.wait()
+        await family.released.wait()
         on_send()
         return await model.request(request)
     later = False

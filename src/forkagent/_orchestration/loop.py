@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from ..errors import BudgetExceededError, ModelError, ToolError
 from ..events import (
@@ -95,6 +95,10 @@ class Notification:
     block: TextBlock
 
 
+_NO_USAGE = Usage()
+"""Every run's usage before its first response: one frozen value, not one per run."""
+
+
 @dataclass(eq=False)
 class AgentRun:
     """One agent's conversation and everything its requests are made from."""
@@ -124,7 +128,7 @@ class AgentRun:
     runtime: Any = None
     timeout: float | None = None
     """Seconds for one model request before it counts as failed."""
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = _NO_USAGE
     turns: int = 0
     last_request: ModelRequest | None = None
     """The cache-safe snapshot: the last request actually sent."""
@@ -154,9 +158,11 @@ class AgentRun:
     before_request: Callable[[AgentRun], Awaitable[None]] | None = None
     """Awaited before each request (the session compacts the main agent here)."""
     _by_name: dict[str, Tool] = field(default_factory=dict, repr=False)
+    """``tools`` by name; a fork shares its parent's (never changed in place, only replaced)."""
 
     def __post_init__(self) -> None:
-        self._by_name = {t.name: t for t in self.tools}
+        if not self._by_name:
+            self._by_name = {t.name: t for t in self.tools}
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -189,7 +195,7 @@ class AgentRun:
         callable at once; their specs join the tool array unless it already has them (a
         resumed agent's recorded array), so the bytes sent stay what they were."""
         self.tools = (*self.tools, *tools)
-        self._by_name.update((t.name, t) for t in tools)
+        self._by_name = {**self._by_name, **{t.name: t for t in tools}}
         sent = {spec.name for spec in self.tool_specs}
         self.tool_specs = (*self.tool_specs, *(t.spec() for t in tools if t.name not in sent))
 
@@ -200,9 +206,11 @@ class AgentRun:
         A fork's inherited history is its parent's words, never its result.
         """
         own = self.shared_prefix_end.message + 1 if self.shared_prefix_end else 0
-        for message in reversed(self.messages[own:]):
-            if isinstance(message, AssistantMessage) and message.text:
-                return message.text
+        messages = self.messages
+        for index in range(len(messages) - 1, own - 1, -1):  # no copy of the history
+            message = messages[index]
+            if isinstance(message, AssistantMessage) and (text := message.text):
+                return text
         return ""
 
     def build_request(self) -> ModelRequest:
@@ -224,15 +232,22 @@ class LoopOutcome:
     error: str | None = None
 
 
-async def within_deadline(budget: Budget, work: Awaitable[LoopOutcome]) -> LoopOutcome:
+def within_deadline(
+    budget: Budget, work: Coroutine[Any, Any, LoopOutcome]
+) -> Coroutine[Any, Any, LoopOutcome]:
     """``work``, cut off at the budget tree's earliest wall-time limit even mid-request.
 
     The limit is checked between requests too (``Budget.check``); this makes
-    it hold while a request or a tool call is in flight.
+    it hold while a request or a tool call is in flight. Without a limit it is
+    ``work`` itself: no coroutine wrapped around every child's whole run.
     """
     deadline = budget.deadline()
-    if deadline is None:
-        return await work
+    return work if deadline is None else _cut_off(work, deadline)
+
+
+async def _cut_off(
+    work: Coroutine[Any, Any, LoopOutcome], deadline: tuple[float, float]
+) -> LoopOutcome:
     loop = asyncio.get_running_loop()
     timeout = asyncio.timeout_at(loop.time() + deadline[0] - time.monotonic())
     try:
@@ -371,23 +386,24 @@ async def _request(run: AgentRun) -> ModelResponse:
 
 
 def _charge(run: AgentRun, usage: Usage, *, turn: bool) -> None:
-    run.usage = run.usage + usage
+    # Usage is frozen: a run's first response's usage is its total, shared rather than summed.
+    run.usage = usage if run.usage is _NO_USAGE else run.usage + usage
     run.budget.charge(usage, cost(run.model.name, usage), turn=turn)
 
 
 async def _send(run: AgentRun, request: ModelRequest) -> ModelResponse:
     family, run.family = run.family, None
-
-    def sent() -> None:
-        run.emit(RequestSent(run.id, run.turns, request))
-
+    sent = RequestSent(run.id, run.turns, request)
     if family is None:
-        sent()
+        run.emit(sent)
         if run.stream:
             return await _streamed(run, request)
         return await run.model.request(request)
     prewarm = functools.partial(_prewarm, run) if run.prewarm else None
-    return await send_in_family(family, run.id, run.model, request, prewarm=prewarm, on_send=sent)
+    on_send = functools.partial(run.emit, sent)  # emitted when it leaves, after any wait
+    return await send_in_family(
+        family, run.id, run.model, request, prewarm=prewarm, on_send=on_send
+    )
 
 
 async def _streamed(run: AgentRun, request: ModelRequest) -> ModelResponse:
@@ -495,12 +511,18 @@ async def call_tool(run: AgentRun, use: ToolUseBlock) -> ToolResultBlock:
     return result
 
 
+def has_hooks(hooks: Hooks | None) -> TypeGuard[Hooks]:
+    """Whether there are hooks at all: without, ``run_hooks``' input need not be made."""
+    return hooks is not None and len(hooks) > 0
+
+
 async def run_hooks(run: AgentRun, event: HookEvent, **fields: Any) -> HookOutcome:
     """Run ``run``'s hooks for ``event``; ``fields`` fill the rest of the hook input."""
-    if run.hooks is None or not len(run.hooks):
+    hooks = run.hooks
+    if not has_hooks(hooks):
         return HookOutcome()
     plan = run.policy is not None and run.policy.mode == "plan"
-    return await run.hooks.run(
+    return await hooks.run(
         event,
         HookInput(
             event=event,

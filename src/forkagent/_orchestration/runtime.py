@@ -43,6 +43,7 @@ from .loop import (
     Notification,
     ToolGate,
     close_pending,
+    has_hooks,
     run_hooks,
     run_loop,
     within_deadline,
@@ -194,14 +195,18 @@ class Runtime:
     """Explains every response's cache use; its reports go out as ``CacheReported``."""
 
     def __post_init__(self) -> None:
-        self.cache_monitor = CacheMonitor(on_report=self.emit)
+        # Its own reports go to the listeners only: the monitor has nothing to do with them.
+        self.cache_monitor = CacheMonitor(on_report=self._tell_listeners)
 
     # -- bookkeeping ---------------------------------------------------------
 
     def emit(self, event: Event) -> None:
+        self._tell_listeners(event)
+        self.cache_monitor(event)  # after the listeners: a report follows its response
+
+    def _tell_listeners(self, event: Event) -> None:
         for listener in self.listeners:
             listener(event)
-        self.cache_monitor(event)  # after the listeners: a report follows its response
 
     def new_id(self, kind: str) -> str:
         # Six random hex digits tell runs apart; ``random`` needs no system call (uuid4 does).
@@ -417,17 +422,29 @@ class Runtime:
         self, parent: AgentRun, directive: str, label: str = "", params: ForkParams | None = None
     ) -> AgentRun:
         """A child from the parent's snapshot: same bytes up to its directive."""
+        return self._fork_child(parent, self._parent_state(parent), directive, label, params)
+
+    def _fork_child(
+        self,
+        parent: AgentRun,
+        state: _ParentState,
+        directive: str,
+        label: str,
+        params: ForkParams | None,
+    ) -> AgentRun:
+        """``build_fork`` with the parent's state already checked (once for many siblings)."""
         output = None
         if params is not None and params.output_type is not None:
             output = OutputSpec.of(params.output_type, mode="text", retries=params.output_retries)
             directive = f"{directive}\n\n{output.instructions()}"
         snapshot = parent.last_request
-        forked = fork_from(self._parent_state(parent).base, directive)
+        forked = fork_from(state.base, directive)
         child = AgentRun(
             id=self.new_id("fork"),
             model=parent.model,
             system=snapshot.system if snapshot else parent.system,
             tools=parent.tools,
+            _by_name=parent._by_name,
             tool_specs=snapshot.tools if snapshot else parent.tool_specs,
             settings=snapshot.settings if snapshot else parent.settings,
             cwd=parent.cwd,
@@ -496,7 +513,9 @@ class Runtime:
         if parent_task is not None:
             parent_task.children.append(task)
         self.tasks[run.id] = task
-        self._children.setdefault(run.parent_id, []).append(task)
+        if (siblings := self._children.get(run.parent_id)) is None:
+            siblings = self._children[run.parent_id] = []
+        siblings.append(task)
         self.spawned += 1
         details: dict[str, JsonValue] = {}
         if run.is_fork and run.parent_id in self.runs:
@@ -537,7 +556,8 @@ class Runtime:
         worktree = await prepared.finish() if prepared.finish else None
         if prepared.teardown is not None:
             await prepared.teardown()
-        if status != "completed":  # a completed child met its SubagentStop hook already
+        # A completed child met its SubagentStop hooks already.
+        if status != "completed" and has_hooks(run.hooks):
             await run_hooks(run, "SubagentStop", result=run.output)
         worktree_path, worktree_branch = worktree or (None, None)
         result = TaskResult(
@@ -568,7 +588,7 @@ class Runtime:
         """
         outcome = await self.drive(run)
         sent_back = False
-        while outcome.status == "completed":
+        while outcome.status == "completed" and has_hooks(run.hooks):
             verdict = await run_hooks(
                 run, "SubagentStop", result=run.output, stop_hook_active=sent_back
             )
@@ -595,7 +615,10 @@ class Runtime:
         return outcome
 
     def _signal(self, run: AgentRun) -> asyncio.Event:
-        return self._signals.setdefault(run.id, asyncio.Event())
+        signal = self._signals.get(run.id)
+        if signal is None:
+            signal = self._signals[run.id] = asyncio.Event()
+        return signal
 
     def _notify_parent(self, task: AgentTask, result: TaskResult) -> None:
         parent = self.runs.get(task.run.parent_id or "")
@@ -617,7 +640,7 @@ class Runtime:
             error=result.error,
             worktree=worktree,
         )
-        parent.inbox.append(Notification(task.id, TextBlock.model_construct(text=text)))
+        parent.inbox.append(Notification(task.id, TextBlock(text=text)))
         self._signal(parent).set()
         if parent.parent_id is None and self.on_notification is not None:
             self.on_notification(parent)
@@ -637,15 +660,12 @@ class Runtime:
         if refusal:
             raise AgentSpawnError(refusal)
         allowed = self._allowance()
-        wanted = [d if isinstance(d, ForkParams) else ForkParams(d) for d in directives]
+        state = self._parent_state(parent)  # the parent cannot change while these start
         started = [
-            self.start(
-                self.build_fork(parent, params.directive, params.label, params),
-                background=background,
-            )
-            for params in wanted[:allowed]
+            self.start(self._fork_child(parent, state, *_fork_args(d)), background=background)
+            for d in directives[:allowed]
         ]
-        refused = [params.directive for params in wanted[allowed:]]
+        refused = [_fork_args(d)[0] for d in directives[allowed:]]
         if refused:
             raise AgentLimitError(
                 f"this run may start {self.options.max_agents} agents: started "
@@ -735,6 +755,13 @@ def confine_to(worktree: Worktree, refused: list[str]) -> ToolGate:
         return check(use)
 
     return gate
+
+
+def _fork_args(directive: str | ForkParams) -> tuple[str, str, ForkParams | None]:
+    """Directive, label and options of one ``fork_many`` entry (a plain string has defaults)."""
+    if isinstance(directive, str):
+        return directive, "", None
+    return directive.directive, directive.label, directive
 
 
 def _child_limits(defaults: Limits, params: ForkParams | None) -> Limits:

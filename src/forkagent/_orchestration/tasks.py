@@ -65,7 +65,8 @@ class AgentTask:
     _driving: bool = False
     """True while its turns run: the only phase a cancel interrupts (the runtime sets it)."""
     _task: asyncio.Task[TaskResult] | None = None
-    _to_background: asyncio.Event = field(default_factory=asyncio.Event)
+    _to_background: asyncio.Event | None = None
+    """Made when first needed: most children are never waited for in the foreground."""
 
     @property
     def id(self) -> str:
@@ -75,10 +76,15 @@ class AgentTask:
     def done(self) -> bool:
         return self.result is not None
 
-    async def wait(self) -> TaskResult:
-        """The final result; waiting does not cancel the task if the waiter is cancelled."""
+    def wait(self) -> asyncio.Future[TaskResult]:
+        """The final result, to await; cancelling the waiter does not cancel the task.
+
+        A future of its own per call rather than a coroutine: ``asyncio.gather`` over
+        many children then wraps no extra task around each (wrap it in
+        ``asyncio.ensure_future`` where a task-like object is needed).
+        """
         assert self._task is not None
-        return await asyncio.shield(self._task)
+        return asyncio.shield(self._task)
 
     def cancel(self) -> None:
         """Stop this task and, through it, every task it started.
@@ -94,7 +100,12 @@ class AgentTask:
 
     def move_to_background(self) -> None:
         """Let a waiting parent go on; the child continues the same loop."""
-        self._to_background.set()
+        self._background_signal().set()
+
+    def _background_signal(self) -> asyncio.Event:
+        if self._to_background is None:
+            self._to_background = asyncio.Event()
+        return self._to_background
 
     async def wait_foreground(self, auto_background_after: float | None) -> TaskResult | None:
         """Wait as a sync child; None when it went to the background first.
@@ -103,7 +114,7 @@ class AgentTask:
         a foreground child is cancelled with it; a backgrounded one is spared.
         """
         assert self._task is not None
-        signal = asyncio.ensure_future(self._to_background.wait())
+        signal = asyncio.ensure_future(self._background_signal().wait())
         try:
             done, _ = await asyncio.wait(
                 {self._task, signal},
