@@ -9,7 +9,9 @@
   closed (transcript lines and registry rows written). The ideal is
   the same 1,000 requests sent straight to the model (adapter and emulator,
   no runtime) in the order fan-out sends them: the first alone, then the rest
-  at once. ``throughput_ratio`` = ideal time / runtime time.
+  at once. ``throughput_ratio`` = ideal time / runtime time. Each run starts with
+  the emulator's process-wide memos empty, so the ideal does not replay requests
+  the runtime's run taught it.
 - **Cancel latency**: a tree of 100 agents (the main agent, 9 named agents,
   10 named agents under each) all waiting on a response; the time from
   ``session.aclose()`` until every task has ended.
@@ -35,6 +37,7 @@ from pathlib import Path
 from forkagent import Agent, RuntimeOptions, Session
 from forkagent.agents.builtin import GENERAL_PURPOSE
 from forkagent.emulator import EmulatedRequest, Emulator, Policy, Reply, ToolCall
+from forkagent.emulator.memo import forget_everything
 from forkagent.emulator.timing import NO_LATENCY
 from forkagent.events import Event, RequestSent, ResponseReceived
 from forkagent.messages import (
@@ -174,6 +177,7 @@ async def throughput(
 
     options = RuntimeOptions(max_agents=forks, resume_on_notification=False)
     agent = make_agent(Emulator(latency=NO_LATENCY), cwd, options, record)
+    forget_everything()  # both runs start from what a fresh process knows
     async with agent.session() as session:
         await session.send("Plan the work.")
         warm = session.root.last_request
@@ -187,6 +191,7 @@ async def throughput(
     del agent, session, tasks
     gc.collect()  # the runtime's garbage would otherwise be collected during the ideal run
     model = EmulatorModel(MODEL, Emulator(latency=NO_LATENCY))
+    forget_everything()  # or the runtime's run would have warmed the emulator for the ideal's
     try:
         await model.request(warm)
         started = time.perf_counter()

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from _emu_helpers import OPUS_41, text
 
-from forkagent.emulator import Emulator
-from forkagent.emulator.memo import Memo, content_key
+from forkagent.emulator import Emulator, tokens
+from forkagent.emulator import memo as memo_module
+from forkagent.emulator.memo import Memo, content_key, forget_everything
 from forkagent.emulator.timing import NO_LATENCY
 
 Body = dict[str, Any]
@@ -111,3 +112,15 @@ def test_memo_with_second_sight_keeps_a_value_only_for_content_that_comes_again(
     assert memo.find("message") is None  # only noted
     memo.keep("message", 7, 2)
     assert memo.find("message") == 2
+
+
+async def test_forget_everything_leaves_the_process_as_fresh_and_usage_unchanged() -> None:
+    """What the throughput bench calls between its two runs of the same requests."""
+    blocks = [{"type": "text", "text": text(20, f"part {n}")} for n in range(20)]
+    first = await _usage(Emulator(latency=NO_LATENCY), _body(blocks))
+    assert tokens.encode.cache_info().currsize > 0
+    assert any(len(memo) for memo in list(memo_module._MEMOS))
+    forget_everything()
+    assert tokens.encode.cache_info().currsize == 0
+    assert all(len(memo) == 0 for memo in list(memo_module._MEMOS))
+    assert await _usage(Emulator(latency=NO_LATENCY), _body(blocks)) == first

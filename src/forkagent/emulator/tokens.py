@@ -13,6 +13,8 @@ import warnings
 from functools import cache, lru_cache
 from typing import Protocol
 
+from .memo import remember_cache
+
 ENCODING_NAME = "o200k_base"
 
 _WORD_RUN = re.compile(r"\s*\S+\s*|\s+")
@@ -41,6 +43,9 @@ def _encoding() -> _Encoding:
 def encode(text: str) -> tuple[int, ...]:
     """Token ids of ``text``; cached because prompts repeat their prefixes constantly."""
     return tuple(_encoding().encode_ordinary(text))
+
+
+remember_cache(encode.cache_clear)
 
 
 def count(text: str) -> int:
