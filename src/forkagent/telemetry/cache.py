@@ -240,8 +240,11 @@ def block_sizes(
         return [len(block.data) for block in request_blocks(request)]
     earlier, sizes = known
     out = list(sizes)
-    for message in request.messages[len(earlier.messages) :]:
+    added = request.messages[len(earlier.messages) :]
+    for message in added[:-1]:
         out += _MESSAGE_SIZES.get(message, _sizes)
+    if added:  # the request's own new message: measured, not kept (it comes once)
+        out += _sizes(added[-1], keep_last=False)
     return out
 
 
@@ -257,16 +260,23 @@ _HEAD_SIZES: SharedHeads[ContentBlock, tuple[str, list[int]]] = SharedHeads()
 message is new, but starts with the family's placeholders and rules (the same objects)."""
 
 
-def _sizes(message: Message) -> list[int]:
+def _sizes(message: Message, *, keep_last: bool = True) -> list[int]:
+    """``keep_last=False``: the message's last block is measured without being kept."""
     role = message.role
     blocks = message.content
     head = _HEAD_SIZES.find(blocks)
     if head is None or head[0] != role:
         if len(blocks) <= HEAD_MIN:
-            return _measured(role, blocks)
+            return _measured(role, blocks[:-1]) + _last_size(role, blocks, keep_last)
         head = (role, _measured(role, blocks[:-1]))
         _HEAD_SIZES.keep(blocks, head)
-    return head[1] + _measured(role, blocks[-1:])
+    return head[1] + _last_size(role, blocks, keep_last)
+
+
+def _last_size(role: str, blocks: tuple[ContentBlock, ...], keep: bool) -> list[int]:
+    if not blocks:
+        return []
+    return _measured(role, blocks[-1:]) if keep else [len(canonical_block(role, blocks[-1]))]
 
 
 def _measured(role: str, blocks: tuple[ContentBlock, ...]) -> list[int]:

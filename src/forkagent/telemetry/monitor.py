@@ -156,7 +156,10 @@ class CacheMonitor:
 
     def _agent(self, agent_id: str) -> _Agent:
         """The agent's state; one never announced (a listener added late) counts as a root."""
-        return self._agents.setdefault(agent_id, _Agent("main", None))
+        agent = self._agents.get(agent_id)
+        if agent is None:
+            agent = self._agents[agent_id] = _Agent("main", None)
+        return agent
 
     def _started(self, event: AgentStarted) -> None:
         agent = self._agent(event.agent_id)
