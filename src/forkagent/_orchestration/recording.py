@@ -73,8 +73,7 @@ class Recorder:
                 writer.on_event(started)
             run.on_change = lambda changed: writer.sync(changed.messages)
         if (writes := self.registry_writes) is not None:
-            writes.write(
-                writes.registry.register,
+            writes.register(
                 AgentRecord(
                     id=run.id,
                     root_id=self.root_id,
@@ -126,19 +125,13 @@ class Recorder:
         writes = self.registry_writes
         if writes is None:
             return
-        registry, write = writes.registry, writes.write
         if isinstance(event, ResponseReceived):
-            write(
-                registry.record_usage,
-                run.id,
-                run.usage,
-                turns=run.turns,
-                cost=cost(run.model.name, run.usage),
-            )
+            cost_so_far = cost(run.model.name, run.usage)
+            writes.record_usage(run.id, run.usage, turns=run.turns, cost=cost_so_far)
         elif isinstance(event, AgentMovedToBackground):
-            write(registry.update, run.id, background=True)
+            writes.update(run.id, background=True)
         elif isinstance(event, AgentFinished):
-            write(registry.finish, run.id, event.status, output=event.output, error=event.error)
+            writes.finish(run.id, event.status, output=event.output, error=event.error)
 
     def close(self) -> None:
         """Close the transcripts, then wait for the registry's queued writes."""
