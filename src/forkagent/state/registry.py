@@ -20,9 +20,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import functools
+import itertools
 import logging
+import operator
 import os
 import queue
+import re
 import socket
 import sqlite3
 import subprocess
@@ -142,12 +145,37 @@ class AgentRecord:
 _COLUMNS = tuple(f.name for f in fields(AgentRecord))
 _UPDATABLE = frozenset(_COLUMNS) - {"id"}
 _STATUSES = frozenset(get_args(RecordStatus))
-_INSERT = (
-    f"INSERT OR REPLACE INTO agents ({', '.join(_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * len(_COLUMNS))})"
-)
 _IDS_PER_QUERY = 500
 """Below SQLite's oldest limit on a statement's parameters (999)."""
+_ROWS_PER_STATEMENT = 1_000
+"""Keeps a statement's text (80 bytes a row) far below SQLite's default limit, 1 MB."""
+_UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
+"""Whether SQLite has ``UPDATE ... FROM`` (3.33, 2020), for an UPDATE of many rows."""
+
+
+def _insert_sql(count: int) -> str:
+    """An INSERT (replacing) of ``count`` whole rows, columns in ``_COLUMNS`` order."""
+    row = f"({', '.join('?' * len(_COLUMNS))})"
+    return (
+        f"INSERT OR REPLACE INTO agents ({', '.join(_COLUMNS)}) VALUES {', '.join([row] * count)}"
+    )
+
+
+def _update_sql(columns: tuple[str, ...], count: int) -> str:
+    """An UPDATE of ``columns`` in ``count`` rows, each given as its id then the values.
+
+    It starts with UPDATE, not WITH: Python's ``rowcount`` counts only statements that do.
+    """
+    if count == 1:
+        assignments = ", ".join(f"{name} = ?{n}" for n, name in enumerate(columns, start=2))
+        return f"UPDATE agents SET {assignments} WHERE id = ?1"
+    row = f"({', '.join('?' * (len(columns) + 1))})"
+    assignments = ", ".join(f"{name} = v.column{n}" for n, name in enumerate(columns, start=2))
+    return (
+        f"UPDATE agents SET {assignments} FROM (VALUES {', '.join([row] * count)}) AS v "
+        "WHERE agents.id = v.column1"
+    )
+
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS agents (
@@ -180,6 +208,7 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS agents_by_status ON agents (status, started_at)",
     "CREATE INDEX IF NOT EXISTS agents_by_root ON agents (root_id)",
 )
+_NOT_NULL = frozenset(re.findall(r"^\s*(\w+) \w+ NOT NULL", _SCHEMA[0], re.MULTILINE))
 _UPGRADES: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE agents ADD COLUMN process_start TEXT",),
 }
@@ -317,49 +346,58 @@ class Registry(AgentRows):
         self.apply({agent_id: RowWrite(changes=checked_changes(changes))})
 
     def apply(self, rows: Mapping[str, RowWrite]) -> None:
-        """Write several agents' rows in one transaction, one statement per kind of write.
+        """Write several agents' rows in one transaction, in a few statements.
 
-        New rows go in with one ``executemany``, changes with one per set of columns.
-        A row that cannot be written does not keep the others out: they are written,
-        then ``RegistryError`` names it.
+        New rows go in with one multi-row INSERT, changes with one multi-row UPDATE
+        per set of columns: each statement is a round trip of the GIL, which a
+        writer thread beside a busy event loop waits for. A row that cannot be
+        written does not keep the others out: they are written, then
+        ``RegistryError`` names it.
         """
         inserts: list[tuple[str, list[object]]] = []
         updates: dict[tuple[str, ...], list[tuple[str, list[object]]]] = {}
         for agent_id, row in rows.items():
             if row.record is None:
-                columns = tuple(row.changes)
-                values = [*map(_sql, row.changes.values()), agent_id]
-                updates.setdefault(columns, []).append((agent_id, values))
+                values = [agent_id, *map(_sql, row.changes.values())]
+                updates.setdefault(tuple(row.changes), []).append((agent_id, values))
             else:
-                whole = {c: getattr(row.record, c) for c in _COLUMNS} | row.changes
-                inserts.append((agent_id, [_sql(whole[c]) for c in _COLUMNS]))
+                inserts.append((agent_id, _row_values(row.record, row.changes)))
         with self._in_transaction() as db:
-            failures = self._write_many(db, _INSERT, inserts, must_exist=False)
+            failures = self._write_many(db, _insert_sql, inserts, many=True, must_exist=False)
             for columns, group in updates.items():
-                assignments = ", ".join(f"{name} = ?" for name in columns)
-                statement = f"UPDATE agents SET {assignments} WHERE id = ?"
-                failures += self._write_many(db, statement, group, must_exist=True)
+                sql = functools.partial(_update_sql, columns)
+                failures += self._write_many(db, sql, group, many=_UPDATE_FROM, must_exist=True)
         if failures:
             raise RegistryError("; ".join(failures))
 
     def _write_many(
         self,
         db: sqlite3.Connection,
-        statement: str,
+        sql: Callable[[int], str],
         rows: Sequence[tuple[str, Sequence[object]]],
         *,
+        many: bool,
         must_exist: bool,
     ) -> list[str]:
-        """Run ``statement`` for every row; what went wrong, per agent.
+        """Write ``rows`` with statements ``sql(n)`` of n rows; what went wrong, per agent.
 
-        When the ``executemany`` fails (SQLite undoes the failing row alone) or misses
-        a row, the rows are written again one at a time to find which: every statement
-        sets absolute values, so writing a row twice changes nothing.
+        ``many``: whether ``sql`` takes more than one row (up to ``_ROWS_PER_STATEMENT``
+        and SQLite's limit on a statement's parameters).
+
+        When a statement fails (SQLite undoes it whole) or misses a row, the rows are
+        written again one at a time to find which: every statement sets absolute
+        values, so writing a row twice changes nothing.
         """
         if not rows:
             return []
+        limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(rows[0][1])
+        per_statement = max(1, min(limit, _ROWS_PER_STATEMENT)) if many else 1
+        written = 0
         try:
-            written = db.executemany(statement, [values for _, values in rows]).rowcount
+            for start in range(0, len(rows), per_statement):
+                chunk = rows[start : start + per_statement]
+                flat = list(itertools.chain.from_iterable(values for _, values in chunk))
+                written += db.execute(sql(len(chunk)), flat).rowcount
             if not must_exist or written == len(rows):
                 return []
         except sqlite3.Error:
@@ -367,7 +405,7 @@ class Registry(AgentRows):
         failures: list[str] = []
         for agent_id, values in rows:
             try:
-                if db.execute(statement, values).rowcount == 0 and must_exist:
+                if db.execute(sql(1), values).rowcount == 0 and must_exist:
                     failures.append(f"no agent with id {agent_id!r} in {self.path}")
             except sqlite3.Error as exc:
                 failures.append(f"the agent registry {self.path}, agent {agent_id!r}: {exc}")
@@ -696,6 +734,20 @@ def _sql(value: object) -> object:
     return str(value) if isinstance(value, Path) else value
 
 
+_RECORD_VALUES = operator.attrgetter(*_COLUMNS)
+_POSITION = {name: n for n, name in enumerate(_COLUMNS)}
+_TRANSCRIPT = _POSITION["transcript"]
+
+
+def _row_values(record: AgentRecord, changes: Mapping[str, object]) -> list[object]:
+    """The values of ``record`` changed by ``changes``, in ``_COLUMNS`` order, for SQLite."""
+    values: list[object] = list(_RECORD_VALUES(record))
+    for name, value in changes.items():
+        values[_POSITION[name]] = value
+    values[_TRANSCRIPT] = _sql(values[_TRANSCRIPT])  # the one field that holds a Path
+    return values
+
+
 def _from_row(row: sqlite3.Row) -> AgentRecord:
     data = dict(zip(row.keys(), row, strict=True))
     data["background"] = bool(data["background"])
@@ -806,7 +858,17 @@ class RegistryWriter(AgentRows):
         self._put((record.id, record, {}))
 
     def update(self, agent_id: str, /, **changes: Any) -> None:
-        self._put((agent_id, None, checked_changes(changes)))
+        """As ``Registry.update``; also refuses None for a column that needs a value.
+
+        SQLite would refuse it on the thread, and with it the agent's whole
+        coalesced row: a ``ValueError`` here instead.
+        """
+        values = checked_changes(changes)
+        if missing := sorted(
+            name for name in _NOT_NULL.intersection(values) if values[name] is None
+        ):
+            raise ValueError(f"an agent's {', '.join(missing)} cannot be None")
+        self._put((agent_id, None, values))
 
     def write(self, operation: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
         """Queue ``operation(*args, **kwargs)``, e.g. ``write(registry.mark_lost)``.
