@@ -12,7 +12,8 @@ that owns the agent notices it (``stop_requested`` / ``wait_for_stop``) and
 cancels its own task. Nothing signals another process.
 
 A runtime on an event loop writes through a ``RegistryWriter``, whose thread
-does the disk I/O so the loop never waits on it.
+does the disk I/O so the loop never waits on it, coalescing what is queued
+per agent and keeping one connection for its life.
 """
 
 from __future__ import annotations
@@ -611,7 +612,7 @@ class Registry(AgentRows):
 
         A write that fails is undone alone (a savepoint; for a single statement, SQLite's
         own undo of a failed statement) and raises as usual.
-        Reads inside the block do not see the block's writes.
+        Reads inside the block see its writes only under ``keeping_connection``.
         """
         outer = getattr(self._local, "db", None)
         with self._writing() as db:
@@ -846,6 +847,7 @@ class RegistryWriter(AgentRows):
     drain go in with one statement per kind of write (``Registry.apply``). The
     thread is starved of the GIL while the event loop is busy, so its backlog
     grows; coalesced, a backlog costs about one row per agent, not one per write.
+    The thread keeps one connection (``Registry.keeping_connection``).
     """
 
     def __init__(self, registry: Registry) -> None:
