@@ -345,3 +345,38 @@ def test_a_drain_that_fails_is_logged_and_the_next_one_is_written(
     assert [r.id for r in registry.list()] == ["written"]
     assert "could not write to the agent registry" in caplog.text
     assert "database is locked" in caplog.text
+
+
+# -- closing -----------------------------------------------------------------------------
+
+
+def test_a_close_that_does_not_wait_is_waited_for_by_the_next(registry: SpyRegistry) -> None:
+    writer = RegistryWriter(registry)
+    for n in range(50):
+        writer.register(record(f"a{n}"))
+    writer.close(wait=False)
+    writer.finish("a0", "completed")  # a new thread, after the first one's rows
+    writer.close()
+    rows = {r.id: r.status for r in registry.list(limit=None)}
+    assert len(rows) == 50
+    assert rows["a0"] == "completed"
+
+
+_NOT_WAITED = textwrap.dedent(
+    """
+    import sys
+    from forkagent.state.registry import AgentRecord, Registry, RegistryWriter
+
+    registry = Registry(sys.argv[1])
+    writer = RegistryWriter(registry)
+    for n in range(200):
+        writer.register(AgentRecord(id=f"a{n}", root_id="r", model="test:m"))
+    writer.close(wait=False)
+    """
+)
+
+
+def test_the_interpreters_exit_waits_for_a_close_that_did_not(tmp_path: Path) -> None:
+    path = tmp_path / "registry.db"
+    subprocess.run([sys.executable, "-c", _NOT_WAITED, str(path)], check=True, timeout=60)
+    assert len(Registry(path).list(limit=None)) == 200

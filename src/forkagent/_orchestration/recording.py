@@ -134,7 +134,9 @@ class Recorder:
             writes.finish(run.id, event.status, output=event.output, error=event.error)
 
     def close(self) -> None:
-        """Close the transcripts, then wait for the registry's queued writes."""
+        """Close the transcripts and the registry's writer, which ends meanwhile."""
+        if self.registry_writes is not None:
+            self.registry_writes.close(wait=False)
         for writer in self.writers.values():
             writer.close()
         if self.registry_writes is not None:

@@ -855,6 +855,8 @@ class RegistryWriter(AgentRows):
         """Written through ``apply``; each drain of the queue runs in one ``batch``."""
         self._queue: _Queue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._ending: list[threading.Thread] = []
+        """Threads told to end, not yet waited for (``close(wait=False)``)."""
 
     def register(self, record: AgentRecord) -> None:
         self._put((record.id, record, {}))
@@ -889,14 +891,20 @@ class RegistryWriter(AgentRows):
             atexit.register(self.close)
         self._queue.put(item)
 
-    def close(self) -> None:
-        """Wait until every queued write is done, then stop the thread (a later write restarts it)."""
+    def close(self, *, wait: bool = True) -> None:
+        """Let the thread write everything queued and end (a later write starts a new one).
+
+        ``wait``: until it has. ``close(wait=False)`` lets the caller close other
+        things meanwhile; a later ``close()``, or the interpreter's exit, waits.
+        """
         thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        atexit.unregister(self.close)
-        self._queue.put(None)
-        thread.join()
+        if thread is not None:
+            self._queue.put(None)
+            self._ending.append(thread)
+        if wait:
+            while self._ending:
+                self._ending.pop().join()
+            atexit.unregister(self.close)
 
     def _work(self, pending: _Queue) -> None:
         """Write what is queued, everything waiting at once in one transaction, until None."""
