@@ -236,7 +236,8 @@ class RowWrite:
 def checked_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     """``changes`` to a row, refused if not ``AgentRecord`` fields, stamped with the time.
 
-    Sets ``updated_at``, and ``ended_at`` for a final status unless given.
+    Sets ``updated_at``, and ``ended_at`` for a final status unless given; values
+    as SQLite stores them.
     """
     unknown = changes.keys() - _UPDATABLE
     if unknown:
@@ -247,6 +248,8 @@ def checked_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     values = dict(changes, updated_at=now)
     if changes.get("status") in FINAL_STATUSES:
         values.setdefault("ended_at", now)
+    if "transcript" in values:  # the one field that holds a Path: stored as text
+        values["transcript"] = _sql(values["transcript"])
     return values
 
 
@@ -359,7 +362,7 @@ class Registry(AgentRows):
         updates: dict[tuple[str, ...], list[tuple[str, list[object]]]] = {}
         for agent_id, row in rows.items():
             if row.record is None:
-                values = [agent_id, *map(_sql, row.changes.values())]
+                values = [agent_id, *row.changes.values()]
                 updates.setdefault(tuple(row.changes), []).append((agent_id, values))
             else:
                 inserts.append((agent_id, _row_values(row.record, row.changes)))
