@@ -572,11 +572,13 @@ class Registry(AgentRows):
                 return
             if local.kept is None:
                 local.kept = self._connect()
+            kept: sqlite3.Connection = local.kept
             try:
-                yield local.kept
+                yield kept
             except sqlite3.Error:
-                local.kept.close()  # the next operation opens a new one: the file may be new
-                local.kept = None
+                if local.kept is kept:  # the next operation opens a new one: the file may be new
+                    local.kept = None
+                kept.close()
                 raise
         except sqlite3.Error as exc:
             raise RegistryError(f"the agent registry {self.path}: {exc}") from exc
