@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import replace
@@ -350,16 +351,44 @@ def test_a_drain_that_fails_is_logged_and_the_next_one_is_written(
 # -- closing -----------------------------------------------------------------------------
 
 
-def test_a_close_that_does_not_wait_is_waited_for_by_the_next(registry: SpyRegistry) -> None:
+class GatedRegistry(SpyRegistry):
+    """Holds one thread before each of its transactions until ``go`` is set."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.gated: threading.Thread | None = None
+        self.go = threading.Event()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        if threading.current_thread() is self.gated:
+            self.go.wait(30)
+        with super().batch():
+            yield
+
+
+def test_writes_after_a_close_that_did_not_wait_keep_their_order(tmp_path: Path) -> None:
+    registry = GatedRegistry(tmp_path / "registry.db")
     writer = RegistryWriter(registry)
+    noted = threading.Event()
+
+    def note_thread() -> None:
+        registry.gated = threading.current_thread()  # its next transaction waits
+        noted.set()
+
+    writer.write(note_thread)
+    assert noted.wait(30)
     for n in range(50):
         writer.register(record(f"a{n}"))
     writer.close(wait=False)
-    writer.finish("a0", "completed")  # a new thread, after the first one's rows
+    for n in range(50):
+        writer.finish(f"a{n}", "completed")  # a second thread, which must let the first go first
+    time.sleep(0.3)  # time for the second thread to write, if it did not wait
+    assert registry.applied == []
+    registry.go.set()
     writer.close()
-    rows = {r.id: r.status for r in registry.list(limit=None)}
-    assert len(rows) == 50
-    assert rows["a0"] == "completed"
+    assert {r.status for r in registry.list(limit=None)} == {"completed"}
+    assert len(registry.list(limit=None)) == 50
 
 
 _NOT_WAITED = textwrap.dedent(

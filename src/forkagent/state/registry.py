@@ -889,8 +889,12 @@ class RegistryWriter(AgentRows):
     def _put(self, item: _Change | Callable[[], object]) -> None:
         if self._thread is None:
             self._queue = queue.SimpleQueue()  # each thread drains its own queue to the end
+            before, self._ending = self._ending, []  # the new thread waits for them first
             self._thread = threading.Thread(
-                target=self._work, args=(self._queue,), name="forkagent-registry", daemon=True
+                target=self._work,
+                args=(self._queue, before),
+                name="forkagent-registry",
+                daemon=True,
             )
             self._thread.start()
             atexit.register(self.close)
@@ -911,8 +915,14 @@ class RegistryWriter(AgentRows):
                 self._ending.pop().join()
             atexit.unregister(self.close)
 
-    def _work(self, pending: _Queue) -> None:
-        """Write what is queued, everything waiting at once in one transaction, until None."""
+    def _work(self, pending: _Queue, before: list[threading.Thread]) -> None:
+        """Write what is queued, everything waiting at once in one transaction, until None.
+
+        First wait for ``before``, threads still ending after ``close(wait=False)``:
+        their writes were queued first.
+        """
+        for thread in before:
+            thread.join()
         with self.registry.keeping_connection():
             while True:
                 # No waiting for more: a row must reach the disk before a kill -9 can take it.
