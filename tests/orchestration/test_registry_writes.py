@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from forkagent.state.registry import AgentRecord, Registry, RegistryError
+from forkagent.state.registry import AgentRecord, Registry, RegistryError, RowWrite
 from forkagent.testing import reply, tool_call
 from forkagent.tools import tool
 
@@ -18,19 +18,16 @@ from ._support import make_agent, tree_model, turn_of
 
 
 class WatchedRegistry(Registry):
-    """A registry that notes which thread made each write, and for which agent."""
+    """A registry that notes which thread wrote each agent's row, and what."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.writes: list[tuple[int, str, str]] = []
+        self.writes: list[tuple[int, str, RowWrite]] = []
 
-    def register(self, record: AgentRecord) -> None:
-        self.writes.append((threading.get_ident(), record.id, "register"))
-        super().register(record)
-
-    def update(self, agent_id: str, /, **changes: Any) -> None:
-        self.writes.append((threading.get_ident(), agent_id, str(changes.get("status", "usage"))))
-        super().update(agent_id, **changes)
+    def apply(self, rows: Mapping[str, RowWrite]) -> None:
+        thread = threading.get_ident()
+        self.writes.extend((thread, agent_id, row) for agent_id, row in rows.items())
+        super().apply(rows)
 
 
 async def test_the_event_loop_never_waits_on_a_registry_write(tmp_path: Path) -> None:
@@ -46,10 +43,12 @@ async def test_the_event_loop_never_waits_on_a_registry_write(tmp_path: Path) ->
     assert len(writers) == 1  # one thread, so one order
     assert loop_thread not in writers
     for agent_id in ids:
-        steps = [step for _, who, step in registry.writes if who == agent_id]
-        assert steps[0] == "register"
-        assert steps[-1] == "completed"
-        assert "usage" in steps[1:-1]
+        writes = [row for _, who, row in registry.writes if who == agent_id]
+        assert writes[0].record is not None  # registered, then changed
+        assert [row.changes.get("status") for row in writes if "status" in row.changes] == [
+            "completed"
+        ]
+        assert any("turns" in row.changes for row in writes)
     rows = {r.id: r for r in Registry(registry.path).list()}
     assert set(rows) == set(ids)
     assert all(r.status == "completed" and r.turns >= 1 for r in rows.values())
@@ -87,7 +86,7 @@ async def test_another_reader_sees_the_running_agents(tmp_path: Path) -> None:
 
 
 class BrokenRegistry(Registry):
-    def update(self, agent_id: str, /, **changes: Any) -> None:
+    def apply(self, rows: Mapping[str, RowWrite]) -> None:
         raise RegistryError("the disk is full")
 
 

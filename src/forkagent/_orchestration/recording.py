@@ -103,8 +103,7 @@ class Recorder:
                 self._stop_recording(run.id, exc)
             run.on_change = self._sync
         if (writes := self.registry_writes) is not None:
-            writes.write(
-                writes.registry.register,
+            writes.register(
                 AgentRecord(
                     id=run.id,
                     root_id=self.root_id,
@@ -159,26 +158,22 @@ class Recorder:
         writes = self.registry_writes
         if writes is None:
             return
-        registry, write = writes.registry, writes.write
         if isinstance(event, ResponseReceived):
-            write(
-                registry.record_usage,
-                run.id,
-                run.usage,
-                turns=run.turns,
-                cost=cost(run.model.name, run.usage),
-            )
+            cost_so_far = cost(run.model.name, run.usage)
+            writes.record_usage(run.id, run.usage, turns=run.turns, cost=cost_so_far)
         elif isinstance(event, AgentMovedToBackground):
-            write(registry.update, run.id, background=True)
+            writes.update(run.id, background=True)
         elif isinstance(event, AgentFinished):
-            write(registry.finish, run.id, event.status, output=event.output, error=event.error)
+            writes.finish(run.id, event.status, output=event.output, error=event.error)
 
     def close(self) -> None:
-        """Close the transcripts, then wait for the registry's queued writes.
+        """Close the transcripts and the registry's writer, which ends meanwhile.
 
         Raises the first ``TranscriptError`` of a transcript that lost lines, once every
         writer is closed and the registry written: the agents ran on, their records did not.
         """
+        if self.registry_writes is not None:
+            self.registry_writes.close(wait=False)
         for writer in self.writers.values():
             try:
                 writer.close()

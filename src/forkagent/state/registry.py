@@ -12,7 +12,8 @@ that owns the agent notices it (``stop_requested`` / ``wait_for_stop``) and
 cancels its own task. Nothing signals another process.
 
 A runtime on an event loop writes through a ``RegistryWriter``, whose thread
-does the disk I/O so the loop never waits on it.
+does the disk I/O so the loop never waits on it, coalescing what is queued
+per agent and keeping one connection for its life.
 """
 
 from __future__ import annotations
@@ -20,16 +21,20 @@ from __future__ import annotations
 import asyncio
 import atexit
 import functools
+import itertools
 import logging
+import operator
 import os
 import queue
+import re
 import socket
 import sqlite3
 import subprocess
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -140,8 +145,38 @@ class AgentRecord:
 
 _COLUMNS = tuple(f.name for f in fields(AgentRecord))
 _UPDATABLE = frozenset(_COLUMNS) - {"id"}
+_STATUSES = frozenset(get_args(RecordStatus))
 _IDS_PER_QUERY = 500
 """Below SQLite's oldest limit on a statement's parameters (999)."""
+_ROWS_PER_STATEMENT = 1_000
+"""Keeps a statement's text (80 bytes a row) far below SQLite's default limit, 1 MB."""
+_UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
+"""Whether SQLite has ``UPDATE ... FROM`` (3.33, 2020), for an UPDATE of many rows."""
+
+
+def _insert_sql(count: int) -> str:
+    """An INSERT (replacing) of ``count`` whole rows, columns in ``_COLUMNS`` order."""
+    row = f"({', '.join('?' * len(_COLUMNS))})"
+    return (
+        f"INSERT OR REPLACE INTO agents ({', '.join(_COLUMNS)}) VALUES {', '.join([row] * count)}"
+    )
+
+
+def _update_sql(columns: tuple[str, ...], count: int) -> str:
+    """An UPDATE of ``columns`` in ``count`` rows, each given as its id then the values.
+
+    It starts with UPDATE, not WITH: Python's ``rowcount`` counts only statements that do.
+    """
+    if count == 1:
+        assignments = ", ".join(f"{name} = ?{n}" for n, name in enumerate(columns, start=2))
+        return f"UPDATE agents SET {assignments} WHERE id = ?1"
+    row = f"({', '.join('?' * (len(columns) + 1))})"
+    assignments = ", ".join(f"{name} = v.column{n}" for n, name in enumerate(columns, start=2))
+    return (
+        f"UPDATE agents SET {assignments} FROM (VALUES {', '.join([row] * count)}) AS v "
+        "WHERE agents.id = v.column1"
+    )
+
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS agents (
@@ -174,6 +209,7 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS agents_by_status ON agents (status, started_at)",
     "CREATE INDEX IF NOT EXISTS agents_by_root ON agents (root_id)",
 )
+_NOT_NULL = frozenset(re.findall(r"^\s*(\w+) \w+ NOT NULL", _SCHEMA[0], re.MULTILINE))
 _UPGRADES: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE agents ADD COLUMN process_start TEXT",),
 }
@@ -182,6 +218,75 @@ _UPGRADES: dict[int, tuple[str, ...]] = {
 
 def _upgrades_from(version: int) -> list[str]:
     return [statement for step in range(version, SCHEMA_VERSION) for statement in _UPGRADES[step]]
+
+
+@dataclass(slots=True)
+class RowWrite:
+    """What to write to one agent's row: a whole new row, and/or columns set in order.
+
+    ``record`` replaces the row (a register; ``changes`` then apply on top of it);
+    without it, ``changes`` are columns of an existing row. ``changes`` hold what
+    ``checked_changes`` returns: the times were taken when the change happened.
+    """
+
+    record: AgentRecord | None = None
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+def checked_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``changes`` to a row, refused if not ``AgentRecord`` fields, stamped with the time.
+
+    Sets ``updated_at``, and ``ended_at`` for a final status unless given; values
+    as SQLite stores them.
+    """
+    unknown = changes.keys() - _UPDATABLE
+    if unknown:
+        raise TypeError(f"AgentRecord has no updatable field {', '.join(sorted(unknown))}")
+    if "status" in changes and changes["status"] not in _STATUSES:
+        raise ValueError(f"{changes['status']!r} is not an agent status")
+    now = time.time()
+    values = dict(changes, updated_at=now)
+    if changes.get("status") in FINAL_STATUSES:
+        values.setdefault("ended_at", now)
+    if "transcript" in values:  # the one field that holds a Path: stored as text
+        values["transcript"] = _sql(values["transcript"])
+    return values
+
+
+class AgentRows(ABC):
+    """The ways to change an agent's row, all through ``register`` and ``update``.
+
+    Shared by ``Registry`` (writes now) and ``RegistryWriter`` (writes on its thread).
+    """
+
+    @abstractmethod
+    def register(self, record: AgentRecord) -> None:
+        """Add an agent; an existing row with its id is replaced (a resumed agent)."""
+
+    @abstractmethod
+    def update(self, agent_id: str, /, **changes: Any) -> None:
+        """Change fields of an agent's row (names as in ``AgentRecord``).
+
+        Moving to a final status also sets ``ended_at`` unless given.
+        """
+
+    def record_usage(self, agent_id: str, usage: Usage, *, turns: int, cost: float | None) -> None:
+        """Store an agent's running totals (call after each response)."""
+        self.update(
+            agent_id,
+            turns=turns,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            cost=cost,
+        )
+
+    def finish(
+        self, agent_id: str, status: RecordStatus, *, output: str = "", error: str | None = None
+    ) -> None:
+        """Store how an agent ended, with the start of its output."""
+        self.update(agent_id, status=status, output_preview=output[:PREVIEW_CHARS], error=error)
 
 
 StopOutcome: TypeAlias = Literal["requested", "already_finished", "lost"]
@@ -195,7 +300,7 @@ class StopResult:
     record: AgentRecord
 
 
-class Registry:
+class Registry(AgentRows):
     """The agents table. Cheap to create; safe to share between threads and processes."""
 
     def __init__(self, path: Path | str | None = None, *, timeout: float = 30.0) -> None:
@@ -204,7 +309,9 @@ class Registry:
         """Seconds a write waits for another process's write before giving up."""
         make_state_dir(self.path.parent)
         self.path.touch(mode=0o600)  # SQLite gives its -wal and -shm files the same mode
-        self._batch = threading.local()
+        self._local = threading.local()
+        """Per thread: ``db``, the open batch's connection; ``keep`` and ``kept``, see
+        ``keeping_connection``."""
         self.recovered: str | None = None
         """Set when the file was damaged: what was moved aside and rebuilt (also logged)."""
         try:
@@ -227,9 +334,7 @@ class Registry:
         self.path.touch(mode=0o600)
         self._create()
         records = [r for p in _transcript_files() if (r := _record_from(p)) is not None]
-        with self.batch():
-            for record in records:
-                self.register(record)
+        self.apply({record.id: RowWrite(record) for record in records})
         self.recovered = (
             f"the agent registry {self.path} was damaged ({problem.__cause__}); moved it to "
             f"{aside} and rebuilt {len(records)} rows from the transcripts"
@@ -239,52 +344,76 @@ class Registry:
     # -- writing -------------------------------------------------------------
 
     def register(self, record: AgentRecord) -> None:
-        """Add an agent; an existing row with its id is replaced (a resumed agent)."""
-        values = _to_sql({f: getattr(record, f) for f in _COLUMNS} | {"updated_at": time.time()})
-        placeholders = ", ".join("?" for _ in _COLUMNS)
-        self._write_one(
-            f"INSERT OR REPLACE INTO agents ({', '.join(_COLUMNS)}) VALUES ({placeholders})",
-            [values[c] for c in _COLUMNS],
-        )
+        self.apply({record.id: RowWrite(record, {"updated_at": time.time()})})
 
     def update(self, agent_id: str, /, **changes: Any) -> None:
-        """Change fields of an agent's row (names as in ``AgentRecord``).
+        self.apply({agent_id: RowWrite(changes=checked_changes(changes))})
 
-        Moving to a final status also sets ``ended_at`` unless given.
+    def apply(self, rows: Mapping[str, RowWrite]) -> None:
+        """Write several agents' rows in one transaction, in a few statements.
+
+        New rows go in with one multi-row INSERT, changes with one multi-row UPDATE
+        per set of columns: each statement is a round trip of the GIL, which a
+        writer thread beside a busy event loop waits for. A row that cannot be
+        written does not keep the others out: they are written, then
+        ``RegistryError`` names it.
         """
-        unknown = set(changes) - _UPDATABLE
-        if unknown:
-            raise TypeError(f"AgentRecord has no updatable field {', '.join(sorted(unknown))}")
-        if "status" in changes and changes["status"] not in get_args(RecordStatus):
-            raise ValueError(f"{changes['status']!r} is not an agent status")
-        now = time.time()
-        values = dict(changes, updated_at=now)
-        if changes.get("status") in FINAL_STATUSES:
-            values.setdefault("ended_at", now)
-        assignments = ", ".join(f"{name} = ?" for name in values)
-        cursor = self._write_one(
-            f"UPDATE agents SET {assignments} WHERE id = ?", [*_to_sql(values).values(), agent_id]
-        )
-        if cursor.rowcount == 0:
-            raise RegistryError(f"no agent with id {agent_id!r} in {self.path}")
+        inserts: list[tuple[str, list[object]]] = []
+        updates: dict[tuple[str, ...], list[tuple[str, list[object]]]] = {}
+        for agent_id, row in rows.items():
+            if row.record is None:
+                values = [agent_id, *row.changes.values()]
+                updates.setdefault(tuple(row.changes), []).append((agent_id, values))
+            else:
+                inserts.append((agent_id, _row_values(row.record, row.changes)))
+        with self._in_transaction() as db:
+            failures = self._write_many(db, _insert_sql, inserts, many=True, must_exist=False)
+            for columns, group in updates.items():
+                sql = functools.partial(_update_sql, columns)
+                failures += self._write_many(db, sql, group, many=_UPDATE_FROM, must_exist=True)
+        if failures:
+            raise RegistryError("; ".join(failures))
 
-    def record_usage(self, agent_id: str, usage: Usage, *, turns: int, cost: float | None) -> None:
-        """Store an agent's running totals (call after each response)."""
-        self.update(
-            agent_id,
-            turns=turns,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            cost=cost,
-        )
+    def _write_many(
+        self,
+        db: sqlite3.Connection,
+        sql: Callable[[int], str],
+        rows: Sequence[tuple[str, Sequence[object]]],
+        *,
+        many: bool,
+        must_exist: bool,
+    ) -> list[str]:
+        """Write ``rows`` with statements ``sql(n)`` of n rows; what went wrong, per agent.
 
-    def finish(
-        self, agent_id: str, status: RecordStatus, *, output: str = "", error: str | None = None
-    ) -> None:
-        """Store how an agent ended, with the start of its output."""
-        self.update(agent_id, status=status, output_preview=output[:PREVIEW_CHARS], error=error)
+        ``many``: whether ``sql`` takes more than one row (up to ``_ROWS_PER_STATEMENT``
+        and SQLite's limit on a statement's parameters).
+
+        When a statement fails (SQLite undoes it whole) or misses a row, the rows are
+        written again one at a time to find which: every statement sets absolute
+        values, so writing a row twice changes nothing.
+        """
+        if not rows:
+            return []
+        limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(rows[0][1])
+        per_statement = max(1, min(limit, _ROWS_PER_STATEMENT)) if many else 1
+        written = 0
+        try:
+            for start in range(0, len(rows), per_statement):
+                chunk = rows[start : start + per_statement]
+                flat = list(itertools.chain.from_iterable(values for _, values in chunk))
+                written += db.execute(sql(len(chunk)), flat).rowcount
+            if not must_exist or written == len(rows):
+                return []
+        except sqlite3.Error:
+            pass
+        failures: list[str] = []
+        for agent_id, values in rows:
+            try:
+                if db.execute(sql(1), values).rowcount == 0 and must_exist:
+                    failures.append(f"no agent with id {agent_id!r} in {self.path}")
+            except sqlite3.Error as exc:
+                failures.append(f"the agent registry {self.path}, agent {agent_id!r}: {exc}")
+        return failures
 
     # -- reading -------------------------------------------------------------
 
@@ -435,16 +564,52 @@ class Registry:
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
         """A connection for one operation; SQLite's errors become ``RegistryError``."""
+        local = self._local
         try:
-            db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            if not getattr(local, "keep", False):
+                with closing(self._connect()) as db:
+                    yield db
+                return
+            if local.kept is None:
+                local.kept = self._connect()
+            kept: sqlite3.Connection = local.kept
             try:
-                db.row_factory = sqlite3.Row
-                db.execute("PRAGMA synchronous = NORMAL")
-                yield db
-            finally:
-                db.close()
+                yield kept
+            except sqlite3.Error:
+                if local.kept is kept:  # the next operation opens a new one: the file may be new
+                    local.kept = None
+                kept.close()
+                raise
         except sqlite3.Error as exc:
             raise RegistryError(f"the agent registry {self.path}: {exc}") from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA synchronous = NORMAL")
+        return db
+
+    @contextmanager
+    def keeping_connection(self) -> Iterator[None]:
+        """Make this thread's operations in the block share one connection, not one each.
+
+        For a thread that writes all the time (``RegistryWriter``): opening a connection
+        costs more than a batch of rows, and closing the file's last one checkpoints
+        the WAL into the file and deletes it, for the next batch to create again. After
+        an error from SQLite the connection is replaced (a damaged file may have been
+        rebuilt by another process).
+        """
+        local = self._local
+        if getattr(local, "keep", False):
+            yield
+            return
+        local.keep, local.kept = True, None
+        try:
+            yield
+        finally:
+            if local.kept is not None:
+                local.kept.close()
+            local.keep, local.kept = False, None
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -452,36 +617,35 @@ class Registry:
 
         A write that fails is undone alone (a savepoint; for a single statement, SQLite's
         own undo of a failed statement) and raises as usual.
-        Reads inside the block do not see the block's writes.
+        Reads inside the block see its writes only under ``keeping_connection``.
         """
-        outer = getattr(self._batch, "db", None)
+        outer = getattr(self._local, "db", None)
         with self._writing() as db:
-            self._batch.db = db
+            self._local.db = db
             try:
                 yield
             finally:
-                self._batch.db = outer
+                self._local.db = outer
 
-    def _write_one(self, statement: str, parameters: Sequence[object]) -> sqlite3.Cursor:
-        """A write of one statement: in a batch, without a savepoint of its own.
+    @contextmanager
+    def _in_transaction(self) -> Iterator[sqlite3.Connection]:
+        """This thread's batch, else a transaction of its own.
 
-        SQLite undoes a failed statement whole and keeps the transaction, so
-        the savepoint (two more statements, a third of a batch's work) would
-        protect nothing.
+        In a batch, no savepoint: ``apply`` undoes nothing itself (SQLite undoes
+        a failed statement whole and keeps the transaction), so one would
+        protect nothing, for two more statements per write.
         """
-        batch: sqlite3.Connection | None = getattr(self._batch, "db", None)
+        batch: sqlite3.Connection | None = getattr(self._local, "db", None)
         if batch is not None:
-            try:
-                return batch.execute(statement, parameters)
-            except sqlite3.Error as exc:
-                raise RegistryError(f"the agent registry {self.path}: {exc}") from exc
-        with self._writing() as db:
-            return db.execute(statement, parameters)
+            yield batch
+        else:
+            with self._writing() as db:
+                yield db
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         """A write transaction that holds the lock from the start; in a batch, a savepoint."""
-        batch: sqlite3.Connection | None = getattr(self._batch, "db", None)
+        batch: sqlite3.Connection | None = getattr(self._local, "db", None)
         if batch is None:
             with (
                 self._connection() as db,
@@ -572,8 +736,22 @@ def _record_from(path: Path) -> AgentRecord | None:
     )
 
 
-def _to_sql(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: str(v) if isinstance(v, Path) else v for k, v in values.items()}
+def _sql(value: object) -> object:
+    return str(value) if isinstance(value, Path) else value
+
+
+_RECORD_VALUES = operator.attrgetter(*_COLUMNS)
+_POSITION = {name: n for n, name in enumerate(_COLUMNS)}
+_TRANSCRIPT = _POSITION["transcript"]
+
+
+def _row_values(record: AgentRecord, changes: Mapping[str, object]) -> list[object]:
+    """The values of ``record`` changed by ``changes``, in ``_COLUMNS`` order, for SQLite."""
+    values: list[object] = list(_RECORD_VALUES(record))
+    for name, value in changes.items():
+        values[_POSITION[name]] = value
+    values[_TRANSCRIPT] = _sql(values[_TRANSCRIPT])  # the one field that holds a Path
+    return values
 
 
 def _from_row(row: sqlite3.Row) -> AgentRecord:
@@ -653,10 +831,12 @@ def _start_of(pid: int) -> str | None:
     return process_start(pid)
 
 
-_Queue: TypeAlias = "queue.SimpleQueue[Callable[[], object] | None]"
+_Change: TypeAlias = tuple[str, AgentRecord | None, dict[str, Any]]
+"""An agent id; the record it is registered with, or None; checked changes."""
+_Queue: TypeAlias = "queue.SimpleQueue[_Change | Callable[[], object] | None]"
 
 
-class RegistryWriter:
+class RegistryWriter(AgentRows):
     """Runs a registry's writes on one background thread, in the order they were given.
 
     A write is milliseconds of disk I/O; done on the event loop it would stall
@@ -664,52 +844,121 @@ class RegistryWriter:
     registered before it is updated). ``close`` waits for every queued write,
     so a session that closes normally loses nothing; at interpreter exit an
     unclosed writer is flushed too. A write that fails is logged, never raised.
+
+    Row writes (``register``, ``update``, ``record_usage``, ``finish``) are checked
+    and stamped with the time when given, and written coalesced: what is queued
+    for one agent when the thread gets to it becomes one row write (a register
+    and the updates after it, one INSERT of the final row), and the rows of one
+    drain go in with one statement per kind of write (``Registry.apply``). The
+    thread is starved of the GIL while the event loop is busy, so its backlog
+    grows; coalesced, a backlog costs about one row per agent, not one per write.
+    The thread keeps one connection (``Registry.keeping_connection``).
     """
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        """Queued operations are its methods: each drain of the queue runs in one ``batch``."""
+        """Written through ``apply``; each drain of the queue runs in one ``batch``."""
         self._queue: _Queue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._ending: list[threading.Thread] = []
+        """Threads told to end, not yet waited for (``close(wait=False)``)."""
+
+    def register(self, record: AgentRecord) -> None:
+        self._put((record.id, record, {}))
+
+    def update(self, agent_id: str, /, **changes: Any) -> None:
+        """As ``Registry.update``; also refuses None for a column that needs a value.
+
+        SQLite would refuse it on the thread, and with it the agent's whole
+        coalesced row: a ``ValueError`` here instead.
+        """
+        values = checked_changes(changes)
+        if missing := sorted(
+            name for name in _NOT_NULL.intersection(values) if values[name] is None
+        ):
+            raise ValueError(f"an agent's {', '.join(missing)} cannot be None")
+        self._put((agent_id, None, values))
 
     def write(self, operation: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
-        """Queue ``operation(*args, **kwargs)``, e.g. ``write(registry.update, id, turns=2)``."""
+        """Queue ``operation(*args, **kwargs)``, e.g. ``write(registry.mark_lost)``.
+
+        It runs after every write queued before it and before every write queued after it.
+        """
+        self._put(functools.partial(operation, *args, **kwargs))
+
+    def _put(self, item: _Change | Callable[[], object]) -> None:
         if self._thread is None:
             self._queue = queue.SimpleQueue()  # each thread drains its own queue to the end
+            before, self._ending = self._ending, []  # the new thread waits for them first
             self._thread = threading.Thread(
-                target=self._work, args=(self._queue,), name="forkagent-registry", daemon=True
+                target=self._work,
+                args=(self._queue, before),
+                name="forkagent-registry",
+                daemon=True,
             )
             self._thread.start()
             atexit.register(self.close)
-        self._queue.put(functools.partial(operation, *args, **kwargs))
+        self._queue.put(item)
 
-    def close(self) -> None:
-        """Wait until every queued write is done, then stop the thread (a later write restarts it)."""
+    def close(self, *, wait: bool = True) -> None:
+        """Let the thread write everything queued and end (a later write starts a new one).
+
+        ``wait``: until it has. ``close(wait=False)`` lets the caller close other
+        things meanwhile; a later ``close()``, or the interpreter's exit, waits.
+        """
         thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        atexit.unregister(self.close)
-        self._queue.put(None)
-        thread.join()
+        if thread is not None:
+            self._queue.put(None)
+            self._ending.append(thread)
+        if wait:
+            while self._ending:
+                self._ending.pop().join()
+            atexit.unregister(self.close)
 
-    def _work(self, pending: _Queue) -> None:
-        """Run what is queued, everything waiting at once in one transaction, until None."""
-        while True:
-            # No waiting for more: a row must reach the disk before a kill -9 can take it.
-            # Writes queued while the last transaction ran still share the next one.
-            operations = [pending.get()]
-            while not pending.empty():
-                operations.append(pending.get())
-            try:
-                with self.registry.batch():
-                    for operation in operations:
-                        if operation is None:
-                            break
-                        self._run(operation)
-            except Exception:
-                logger.exception("could not write to the agent registry %s", self.registry.path)
-            if None in operations:
-                return
+    def _work(self, pending: _Queue, before: list[threading.Thread]) -> None:
+        """Write what is queued, everything waiting at once in one transaction, until None.
+
+        First wait for ``before``, threads still ending after ``close(wait=False)``:
+        their writes were queued first.
+        """
+        for thread in before:
+            thread.join()
+        with self.registry.keeping_connection():
+            while True:
+                # No waiting for more: a row must reach the disk before a kill -9 can take it.
+                # Writes queued while the last transaction ran still share the next one.
+                items = [pending.get()]
+                while not pending.empty():
+                    items.append(pending.get())
+                try:
+                    with self.registry.batch():
+                        self._write(items)
+                except Exception:
+                    logger.exception("could not write to the agent registry %s", self.registry.path)
+                if None in items:
+                    return
+
+    def _write(self, items: Iterable[_Change | Callable[[], object] | None]) -> None:
+        """Coalesce the row writes per agent; an operation first writes the rows before it."""
+        rows: dict[str, RowWrite] = {}
+        for item in items:
+            if item is None:
+                break
+            if isinstance(item, tuple):
+                agent_id, record, changes = item
+                row = rows.get(agent_id)
+                if row is None or record is not None:  # a register replaces the whole row
+                    row = rows[agent_id] = RowWrite(record)
+                row.changes.update(changes)
+            else:
+                self._flush(rows)
+                rows = {}
+                self._run(item)
+        self._flush(rows)
+
+    def _flush(self, rows: dict[str, RowWrite]) -> None:
+        if rows:
+            self._run(functools.partial(self.registry.apply, rows))
 
     def _run(self, operation: Callable[[], object]) -> None:
         try:

@@ -1,0 +1,411 @@
+"""The registry writer coalesces what is queued per agent: rows end as if written one by one."""
+
+from __future__ import annotations
+
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from forkagent.state import registry as registry_module
+from forkagent.state.registry import (
+    AgentRecord,
+    AgentRows,
+    Registry,
+    RegistryWriter,
+    RowWrite,
+)
+from forkagent.usage import Usage
+
+Step = Callable[[AgentRows], None]
+"""One change to the registry, made the same way on a ``Registry`` or a ``RegistryWriter``."""
+
+
+class SpyRegistry(Registry):
+    """Notes each ``apply``: the agents whose rows it wrote, True for a whole new row."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.applied: list[dict[str, bool]] = []
+
+    def apply(self, rows: Mapping[str, RowWrite]) -> None:
+        self.applied.append({agent_id: row.record is not None for agent_id, row in rows.items()})
+        super().apply(rows)
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> SpyRegistry:
+    return SpyRegistry(tmp_path / "registry.db")
+
+
+def record(agent_id: str, **fields: Any) -> AgentRecord:
+    """A row with fixed times, so that two ways of writing it can be compared."""
+    fixed = AgentRecord(id=agent_id, root_id="main-0", model="test:m", kind="fork")
+    return replace(fixed, started_at=1000.0, updated_at=1000.0, **fields)
+
+
+@contextmanager
+def one_batch(writer: RegistryWriter) -> Iterator[None]:
+    """Hold the writer's thread, so that everything queued in the block is one drain."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        entered.set()
+        release.wait(30)
+
+    writer.write(hold)
+    assert entered.wait(30)
+    try:
+        yield
+    finally:
+        release.set()
+
+
+def comparable(registry: Registry) -> dict[str, dict[str, object]]:
+    """Every row, with its times of writing reduced to whether it has ended."""
+    rows: dict[str, dict[str, object]] = {}
+    for row in registry.list(limit=None):
+        data: dict[str, object] = dict(row.to_json())
+        data["ended_at"] = data["ended_at"] is not None
+        del data["updated_at"]
+        rows[row.id] = data
+    return rows
+
+
+def finished(agent_id: str, output: str) -> AgentRecord:
+    return record(agent_id, status="completed", output_preview=output)
+
+
+# -- one agent, one batch ----------------------------------------------------------------
+
+
+def test_an_agent_that_starts_and_finishes_in_one_batch_is_one_insert_of_its_final_row(
+    registry: SpyRegistry, tmp_path: Path
+) -> None:
+    usage = Usage(input_tokens=10, output_tokens=20, cache_read_tokens=900)
+    steps: list[Step] = [
+        lambda rows: rows.register(record("fork-1", transcript=tmp_path / "fork-1.jsonl")),
+        lambda rows: rows.record_usage("fork-1", usage, turns=1, cost=0.002),
+        lambda rows: rows.update("fork-1", background=True),
+        lambda rows: rows.record_usage("fork-1", usage + usage, turns=2, cost=0.004),
+        lambda rows: rows.finish("fork-1", "completed", output="x" * 600),
+    ]
+    one_by_one = Registry(tmp_path / "one-by-one.db")
+    for step in steps:
+        step(one_by_one)
+    writer = RegistryWriter(registry)
+    with one_batch(writer):
+        for step in steps:
+            step(writer)
+    writer.close()
+
+    assert registry.applied == [{"fork-1": True}]  # one INSERT, of the final row
+    assert comparable(registry) == comparable(one_by_one)
+    row = registry.get("fork-1")
+    assert (row.status, row.turns, row.input_tokens, row.background) == ("completed", 2, 20, True)
+    assert row.output_preview == "x" * 500
+    assert row.ended_at is not None
+    assert row.started_at <= row.ended_at == row.updated_at  # stamped when it finished
+
+
+# -- many agents, any order, any batches -------------------------------------------------
+
+
+def step(name: str, *args: Any, **kwargs: Any) -> Step:
+    """``rows.<name>(*args, **kwargs)`` on whichever rows it is given."""
+    return lambda rows: getattr(rows, name)(*args, **kwargs)
+
+
+def random_steps(rng: random.Random, agents: int, count: int) -> list[Step]:
+    """Registers, usage, background moves, labels, endings, restarts and re-registers."""
+    ids = [f"fork-{n}" for n in range(agents)]
+    steps = [step("register", record(agent_id)) for agent_id in ids]
+    for n in range(count):
+        agent, kind = rng.choice(ids), rng.randrange(6)
+        if kind == 0:
+            usage = Usage(input_tokens=rng.randrange(100), output_tokens=rng.randrange(100))
+            cost = rng.choice([None, rng.random()])
+            steps.append(step("record_usage", agent, usage, turns=n, cost=cost))
+        elif kind == 1:
+            steps.append(step("update", agent, background=True))
+        elif kind == 2:
+            steps.append(step("update", agent, label=f"step {n}"))
+        elif kind == 3:
+            status = rng.choice(["completed", "failed", "cancelled", "lost"])
+            error = None if status == "completed" else f"{status} at {n}"
+            steps.append(step("finish", agent, status, output=f"out {n}", error=error))
+        elif kind == 4:
+            steps.append(step("update", agent, status="running"))
+        else:
+            steps.append(step("register", record(agent, label=f"resumed {n}")))
+    return steps
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_coalesced_rows_end_as_the_same_writes_made_one_by_one(
+    registry: SpyRegistry, tmp_path: Path, seed: int
+) -> None:
+    rng = random.Random(seed)
+    steps = random_steps(rng, agents=6, count=80)
+    one_by_one = Registry(tmp_path / "one-by-one.db")
+    for step in steps:
+        step(one_by_one)
+    writer = RegistryWriter(registry)
+    cuts = sorted(rng.sample(range(1, len(steps)), 3))  # four batches, cut anywhere
+    for start, end in zip([0, *cuts], [*cuts, len(steps)], strict=True):
+        with one_batch(writer):
+            for step in steps[start:end]:
+                step(writer)
+    writer.close()
+
+    assert comparable(registry) == comparable(one_by_one)
+    written = sum(len(rows) for rows in registry.applied)
+    assert written <= 4 * 6 < len(steps)  # at most one row write per agent and batch
+
+
+def test_a_status_is_never_taken_back_by_a_later_write_of_other_fields(
+    registry: SpyRegistry,
+) -> None:
+    writer = RegistryWriter(registry)
+    with one_batch(writer):
+        writer.register(record("a"))
+        writer.finish("a", "failed", error="boom")
+        writer.record_usage("a", Usage(input_tokens=5), turns=1, cost=None)  # a late report
+    with one_batch(writer):
+        writer.update("a", label="after the end")
+    writer.close()
+    row = registry.get("a")
+    assert (row.status, row.error, row.turns, row.label) == ("failed", "boom", 1, "after the end")
+    assert row.ended_at is not None
+
+
+def test_an_operation_sees_every_row_queued_before_it(registry: SpyRegistry) -> None:
+    writer = RegistryWriter(registry)
+    seen: list[str] = []
+    with one_batch(writer):
+        writer.register(record("a"))
+        writer.write(lambda: seen.append(registry.get("a").status))
+        writer.finish("a", "completed")
+    writer.close()
+    assert seen == ["running"]
+    assert registry.get("a").status == "completed"
+    assert registry.applied == [{"a": True}, {"a": False}]
+
+
+# -- failures ----------------------------------------------------------------------------
+
+
+def refuse_label(registry: Registry, label: str, when: str) -> None:
+    """Make SQLite refuse a row with this label, as a full disk or a bad value would."""
+    with closing(sqlite3.connect(registry.path)) as db, db:
+        db.execute(
+            f"CREATE TRIGGER refuse_{when} BEFORE {when} ON agents WHEN NEW.label = '{label}' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+        )
+
+
+def test_a_new_row_sqlite_refuses_does_not_keep_the_others_out(
+    registry: SpyRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    refuse_label(registry, "bad", "INSERT")
+    writer = RegistryWriter(registry)
+    with one_batch(writer):
+        for n in range(5):
+            writer.register(record(f"a{n}", label="bad" if n == 2 else ""))
+            writer.finish(f"a{n}", "completed", output=f"done {n}")
+        writer.update("nobody", turns=1)
+    writer.close()
+    rows = {r.id: r for r in registry.list(limit=None)}
+    assert sorted(rows) == ["a0", "a1", "a3", "a4"]
+    assert {(r.status, r.output_preview) for r in rows.values()} == {
+        ("completed", f"done {n}") for n in (0, 1, 3, 4)
+    }
+    assert "agent 'a2': refused by the test" in caplog.text
+    assert "no agent with id 'nobody'" in caplog.text
+
+
+def test_a_change_sqlite_refuses_leaves_that_row_as_it_was_and_writes_the_others(
+    registry: SpyRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = RegistryWriter(registry)
+    for n in range(5):
+        writer.register(record(f"a{n}"))
+    writer.close()
+    refuse_label(registry, "bad", "UPDATE")
+    with one_batch(writer):
+        for n in range(5):
+            writer.update(f"a{n}", label="bad" if n == 2 else f"label {n}")
+            writer.finish(f"a{n}", "completed")
+    writer.close()
+    rows = {r.id: (r.status, r.label) for r in registry.list(limit=None)}
+    assert rows == {
+        **{f"a{n}": ("completed", f"label {n}") for n in (0, 1, 3, 4)},
+        "a2": ("running", ""),
+    }
+    assert "agent 'a2': refused by the test" in caplog.text
+
+
+@pytest.mark.parametrize("update_from", [True, False], ids=["update-from", "old-sqlite"])
+def test_rows_beyond_one_statement_and_a_refused_one_among_them(
+    registry: SpyRegistry,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    update_from: bool,
+) -> None:
+    monkeypatch.setattr(registry_module, "_ROWS_PER_STATEMENT", 3)
+    monkeypatch.setattr(registry_module, "_UPDATE_FROM", update_from)
+    refuse_label(registry, "bad", "UPDATE")
+    writer = RegistryWriter(registry)
+    with one_batch(writer):
+        for n in range(10):
+            writer.register(record(f"a{n}"))
+    with one_batch(writer):
+        for n in range(10):
+            writer.record_usage(f"a{n}", Usage(output_tokens=n), turns=n, cost=None)
+            writer.update(f"a{n}", label="bad" if n == 7 else "")
+    writer.close()
+    turns = {r.id: r.turns for r in registry.list(limit=None)}
+    assert turns == {f"a{n}": 0 if n == 7 else n for n in range(10)}
+    assert "agent 'a7': refused by the test" in caplog.text
+
+
+def test_the_writer_refuses_a_bad_change_on_the_callers_thread(registry: SpyRegistry) -> None:
+    writer = RegistryWriter(registry)
+    with pytest.raises(TypeError, match="no updatable field colour"):
+        writer.update("a", colour="red")
+    with pytest.raises(ValueError, match="'done' is not an agent status"):
+        writer.update("a", status="done")
+    with pytest.raises(ValueError, match="label, model cannot be None"):
+        writer.update("a", label=None, model=None, error=None)
+    writer.close()
+    assert registry.applied == []  # nothing was queued
+
+
+_KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from forkagent.state.registry import AgentRecord, Registry, RegistryWriter
+
+    registry = Registry(sys.argv[1])
+    writer = RegistryWriter(registry)
+    for n in range(20):
+        writer.register(AgentRecord(id=f"written{n}", root_id="r", model="test:m"))
+        writer.finish(f"written{n}", "completed", output=f"done {n}")
+    writer.close()  # on disk
+    for n in range(300):
+        writer.register(AgentRecord(id=f"queued{n}", root_id="r", model="test:m"))
+        writer.finish(f"queued{n}", "completed", output=f"done {n}")
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_a_kill_9_loses_only_what_was_still_queued(tmp_path: Path) -> None:
+    path = tmp_path / "registry.db"
+    killed = subprocess.run([sys.executable, "-c", _KILLED, str(path)], timeout=60, check=False)
+    assert killed.returncode == -signal.SIGKILL
+    registry = Registry(path)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    rows = {r.id: r for r in registry.list(limit=None)}
+    assert {
+        (rows[f"written{n}"].status, rows[f"written{n}"].output_preview) for n in range(20)
+    } == {("completed", f"done {n}") for n in range(20)}
+    for agent_id, row in rows.items():  # a queued agent's row is one it really had, or none
+        if agent_id.startswith("queued"):
+            assert (row.status, row.output_preview) in {
+                ("running", None),
+                ("completed", f"done {agent_id.removeprefix('queued')}"),
+            }
+
+
+def test_a_drain_that_fails_is_logged_and_the_next_one_is_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The write lock never comes: that drain is lost and logged, the writer goes on."""
+    registry = Registry(tmp_path / "registry.db", timeout=0.05)
+    writer = RegistryWriter(registry)
+    with closing(sqlite3.connect(registry.path, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        writer.register(record("lost"))
+        writer.close()
+        other.execute("ROLLBACK")
+    writer.register(record("written"))
+    writer.close()
+    assert [r.id for r in registry.list()] == ["written"]
+    assert "could not write to the agent registry" in caplog.text
+    assert "database is locked" in caplog.text
+
+
+# -- closing -----------------------------------------------------------------------------
+
+
+class GatedRegistry(SpyRegistry):
+    """Holds one thread before each of its transactions until ``go`` is set."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.gated: threading.Thread | None = None
+        self.go = threading.Event()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        if threading.current_thread() is self.gated:
+            self.go.wait(30)
+        with super().batch():
+            yield
+
+
+def test_writes_after_a_close_that_did_not_wait_keep_their_order(tmp_path: Path) -> None:
+    registry = GatedRegistry(tmp_path / "registry.db")
+    writer = RegistryWriter(registry)
+    noted = threading.Event()
+
+    def note_thread() -> None:
+        registry.gated = threading.current_thread()  # its next transaction waits
+        noted.set()
+
+    writer.write(note_thread)
+    assert noted.wait(30)
+    for n in range(50):
+        writer.register(record(f"a{n}"))
+    writer.close(wait=False)
+    for n in range(50):
+        writer.finish(f"a{n}", "completed")  # a second thread, which must let the first go first
+    time.sleep(0.3)  # time for the second thread to write, if it did not wait
+    assert registry.applied == []
+    registry.go.set()
+    writer.close()
+    assert {r.status for r in registry.list(limit=None)} == {"completed"}
+    assert len(registry.list(limit=None)) == 50
+
+
+_NOT_WAITED = textwrap.dedent(
+    """
+    import sys
+    from forkagent.state.registry import AgentRecord, Registry, RegistryWriter
+
+    registry = Registry(sys.argv[1])
+    writer = RegistryWriter(registry)
+    for n in range(200):
+        writer.register(AgentRecord(id=f"a{n}", root_id="r", model="test:m"))
+    writer.close(wait=False)
+    """
+)
+
+
+def test_the_interpreters_exit_waits_for_a_close_that_did_not(tmp_path: Path) -> None:
+    path = tmp_path / "registry.db"
+    subprocess.run([sys.executable, "-c", _NOT_WAITED, str(path)], check=True, timeout=60)
+    assert len(Registry(path).list(limit=None)) == 200
