@@ -22,7 +22,7 @@ from . import anthropic_rules, tokens
 from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, Run, chained, digest
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
-from .memo import Memo, content_key, head_key, one_request
+from .memo import HEAD_MIN_ITEMS, Memo, content_key, head_key, one_request
 from .policies import EmulatedRequest
 from .profiles import ANTHROPIC_FRAMING_TOKENS, anthropic_min_tokens, anthropic_tool_prompt_tokens
 from .wire import (
@@ -252,7 +252,7 @@ def _message_blocks(index: int, message: Any) -> _Part:
         raise invalid(f"messages.{index}: role must be 'user' or 'assistant'")
     role = message["role"]
     contents = _contents(message)
-    if len(contents) <= _HEAD_BLOCKS:
+    if len(contents) <= HEAD_MIN_ITEMS:
         return _counted(index, role, contents, 0)
     key = (index, role, head_key(contents))
     head = _HEADS.find(key)
@@ -269,7 +269,6 @@ def _message_blocks(index: int, message: Any) -> _Part:
     )
 
 
-_HEAD_BLOCKS = 8
 _HEADS: Memo[_Part] = Memo(second_sight=True)
 """A long message's blocks but its last, by place, role and content: every child of a reply
 with N tool calls ends with the same N placeholder results and rules before its directive."""
@@ -613,14 +612,9 @@ def _text_of(message: Json) -> str:
     if not message:
         return ""
     blocks = _contents(message)
-    if len(blocks) <= _HEAD_BLOCKS:
+    if len(blocks) <= HEAD_MIN_ITEMS:
         return joined_text(blocks)
-    key = head_key(blocks)
-    head = _HEAD_TEXTS.find(key)
-    if head is None:
-        head = joined_text(blocks[:-1])
-        _HEAD_TEXTS.keep(key, len(key), head)
-    return head + joined_text(blocks[-1:])
+    return _HEAD_TEXTS.head(blocks, joined_text) + joined_text(blocks[-1:])
 
 
 _HEAD_TEXTS: Memo[str] = Memo()

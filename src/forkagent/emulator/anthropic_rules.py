@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .catalog import Catalog
 from .errors import ApiError, invalid
-from .memo import Memo, head_key
+from .memo import HEAD_MIN_ITEMS, Memo
 from .policies import Contract
 from .schema import (
     ANY,
@@ -399,17 +399,9 @@ N tool calls send the same calls and placeholder results, read once for the fami
 
 
 def _shape(blocks: list[Json]) -> _Shape:
-    if len(blocks) <= _HEAD_BLOCKS:
+    if len(blocks) <= HEAD_MIN_ITEMS:
         return _shape_of(blocks)
-    key = head_key(blocks)
-    head = _SHAPES.find(key)
-    if head is None:
-        head = _shape_of(blocks[:-1])
-        _SHAPES.keep(key, len(key), head)
-    return head.then(_shape_of(blocks[-1:]))
-
-
-_HEAD_BLOCKS = 8
+    return _SHAPES.head(blocks, _shape_of).then(_shape_of(blocks[-1:]))
 
 
 def _shape_of(blocks: list[Json]) -> _Shape:

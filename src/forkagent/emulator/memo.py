@@ -65,6 +65,10 @@ def content_key(value: object) -> str:
     return key
 
 
+HEAD_MIN_ITEMS = 8
+"""Lists this long or shorter are cheap to handle item by item: no head is kept for them."""
+
+
 def head_key(items: list[Any]) -> bytes:
     """A key of all but the last item: what a list shares with the same list before its last
     item was added (a conversation before its new turn, the N placeholder results and rules
@@ -137,6 +141,16 @@ class Memo(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def head(self, items: list[Any], derive: Callable[[list[Any]], T]) -> T:
+        """``derive(items[:-1])``, kept by that content (``head_key``): what a long list
+        shares with the lists its siblings send, derived once for all of them."""
+        key = head_key(items)
+        found = self.find(key)
+        if found is None:
+            found = derive(items[:-1])
+            self.keep(key, len(key), found)
+        return found
 
     def clear(self) -> None:
         with self._lock:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from .memo import Memo, content_key, head_key
+from .memo import HEAD_MIN_ITEMS, Memo, content_key, head_key
 
 Path: TypeAlias = tuple[str | int, ...]
 Json: TypeAlias = dict[str, Any]
@@ -293,7 +293,7 @@ def _check_list(value: Any, spec: ListOf) -> None:
         message = f"List should have at most {spec.max_items} item(s)"
         raise SchemaError((), "above_max", message, len(value), spec.max_items)
     item_spec = spec.item
-    head = (id(item_spec), "head", head_key(value)) if len(value) > _HEAD_ITEMS else None
+    head = (id(item_spec), "head", head_key(value)) if len(value) > HEAD_MIN_ITEMS else None
     start = 0 if head is None or _VALID.find(head) is None else len(value) - 1
     for i in range(start, len(value)):
         item = value[i]
@@ -305,7 +305,6 @@ def _check_list(value: Any, spec: ListOf) -> None:
         _VALID.keep(head, len(head[2]), item_spec)
 
 
-_HEAD_ITEMS = 8
 """Longer lists are checked from their last item when the items before it were found valid
 together before: a conversation's history, a child's placeholders."""
 
@@ -323,7 +322,7 @@ def _check_object_item(index: int, item: Json, spec: Spec) -> None:
     instead: its list is remembered by its head, and keying the whole object would cost
     one more pass over all of it.
     """
-    if any(type(v) is list and len(v) > _HEAD_ITEMS for v in item.values()):
+    if any(type(v) is list and len(v) > HEAD_MIN_ITEMS for v in item.values()):
         _check_at(index, item, spec)
         return
     text = content_key(item)
