@@ -1,0 +1,370 @@
+"""Appending to many files: kept open a few at a time, and off the event loop in a process.
+
+A transcript writer on an event loop must not wait on the disk: creating a
+file took 0.2 to 0.3 ms of kernel time here. A writer *thread* did the system
+calls, but each one hands the interpreter back and forth: the thread gives the
+GIL up for the call and must win it back from the busy loop afterwards, at
+50 to 100 us of the loop's time per hand-over, three or more per new file.
+So the appends go to one helper process per Python process, through a pipe:
+the loop's share is one ``write`` to the pipe; the helper makes the system
+calls on its own interpreter, in the order they were sent.
+
+The helper runs this file as a script (``python -I -S``: standard library
+only, nothing from the working directory or the environment). It drains the
+pipe to the end, so lines sent before the sending process dies (even by
+SIGKILL) still reach their files. Where no helper can be started, the appends
+are made on the caller's thread instead: slower, never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import fcntl
+import logging
+import os
+import select
+import struct
+import subprocess
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import suppress
+from typing import BinaryIO
+
+logger = logging.getLogger(__name__)
+
+APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+
+_REQUEST = struct.Struct("!BII")
+"""To the helper: kind, path length, data length; then the path and the data."""
+_REPLY = struct.Struct("!BQI")
+"""From the helper: kind, number, message length; then the message."""
+_APPEND, _APPEND_FSYNC, _SYNC, _FORGET = 0, 1, 2, 3
+_APPENDS = (_APPEND, _APPEND_FSYNC)
+_PIPE_SIZE = 1 << 20
+_SYNCED, _FAILED = 0, 1
+
+
+class OpenFiles:
+    """The files written last, kept open (at most ``limit``), the oldest closed first.
+
+    An agent writes a few lines in a row (its header, history and status as it
+    starts; usage, cache report and reply as a response lands): opening the
+    file once for them is most of the cost of a line. The limit keeps a tree of
+    thousands of agents far below any open-file limit.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._open: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def append(self, path: str, data: bytes, *, fsync: bool) -> None:
+        """Write ``data`` at the end of ``path`` (whole, retrying short writes)."""
+        with self._lock:
+            fd = self._open.pop(path, None)
+            if fd is None:
+                fd = os.open(path, APPEND_FLAGS, 0o600)
+            self._open[path] = fd
+            while len(self._open) > self._limit:
+                os.close(self._open.popitem(last=False)[1])
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if fsync:
+                os.fsync(fd)
+
+    def release(self, path: str) -> None:
+        """Close ``path`` if it is open."""
+        with self._lock:
+            fd = self._open.pop(path, None)
+            if fd is not None:
+                os.close(fd)
+
+
+OPEN_FILES = OpenFiles(limit=16)
+"""This process's own appends (writers that write before they return)."""
+
+
+class _Outbox:
+    """Writes to the helper's pipe without making its caller wait.
+
+    What the pipe cannot take at once (a burst of new agents, while the
+    helper creates their files) waits here, in order, and a thread writes it
+    as the helper reads. Outside bursts the thread sleeps: nothing per line
+    wakes it, so it does not take the interpreter from the event loop.
+    """
+
+    def __init__(self, fd: int, on_error: Callable[[OSError], None]) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+        with suppress(OSError):  # a larger pipe (Linux) absorbs more of a burst
+            fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_SIZE)
+        self._on_error = on_error
+        self._waiting: list[bytes] = []
+        self._draining = False
+        self._ready = threading.Lock()
+
+    def put(self, data: bytes) -> None:
+        """Send ``data`` after everything put before it; raises ``OSError`` if the pipe broke."""
+        with self._ready:
+            if not self._draining:
+                with suppress(BlockingIOError):
+                    data = data[os.write(self.fd, data) :]
+                if not data:
+                    return
+                self._draining = True
+                threading.Thread(
+                    target=self._drain, name="forkagent-appends-out", daemon=True
+                ).start()
+            self._waiting.append(data)
+
+    def _drain(self) -> None:
+        while True:
+            with self._ready:
+                if not self._waiting:
+                    self._draining = False
+                    return
+                data, self._waiting = b"".join(self._waiting), []
+            try:
+                while data:
+                    select.select((), (self.fd,), ())
+                    with suppress(BlockingIOError):
+                        data = data[os.write(self.fd, data) :]
+            except OSError as exc:
+                with self._ready:
+                    self._waiting, self._draining = [], False
+                self._on_error(exc)
+                return
+
+
+class BackgroundAppends:
+    """Sends appends to the helper process; knows which ones failed and when all are made.
+
+    ``append`` returns once the append is in the pipe. A failed append is
+    reported by the helper and kept by file until ``failure`` reads it; the
+    helper drops that file's later appends until then, so the file stays a
+    prefix of what was sent instead of having a hole.
+    """
+
+    def __init__(self) -> None:
+        self._sending = threading.Lock()
+        """Held while a request goes into the pipe (never while waiting for the helper)."""
+        self._state = threading.Condition()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._helper: subprocess.Popen[bytes] | None = None
+        self._outbox: _Outbox | None = None
+        self._started = False
+        self._sent = 0
+        """Appends sent so far; a sync request carries the count it waits for."""
+        self._queued: list[bytes] = []
+        """Requests of this turn of the event loop, for the pipe at its end."""
+        self._push_scheduled = False
+        self._made = 0
+        """The count of the last sync the helper answered: that many appends are made."""
+        self._failed: dict[str, OSError] = {}
+        self._broken: OSError | None = None
+        """Why the helper cannot be reached any more (every later append fails)."""
+
+    @property
+    def helper_pid(self) -> int | None:
+        """The helper's process id (None before the first append, or where none could start)."""
+        return self._helper.pid if self._helper is not None else None
+
+    def append(self, path: str, data: bytes, *, fsync: bool) -> None:
+        if not self._started:
+            self._start()
+        if self._helper is None:
+            OPEN_FILES.append(path, data, fsync=fsync)
+            return
+        self._send(_APPEND_FSYNC if fsync else _APPEND, os.fsencode(path), data)
+
+    def flush(self) -> None:
+        """Wait until every append sent so far is made (or the helper is gone)."""
+        with self._sending:
+            target = self._sent
+        with self._state:
+            if self._helper is None or self._made >= target or self._broken is not None:
+                return
+        self._send(_SYNC, b"", target.to_bytes(8, "big"))
+        with self._state:
+            self._state.wait_for(lambda: self._made >= target or self._broken is not None)
+
+    def failure(self, path: str) -> OSError | None:
+        """Why an append to ``path`` failed, if one did; once read, the file can be written again
+        (by a new writer: the one that failed stops at its failure)."""
+        if self._broken is not None:
+            return self._broken
+        if not self._failed:
+            return None
+        with self._state:
+            error = self._failed.pop(path, None)
+        if error is not None:
+            self._send(_FORGET, os.fsencode(path), b"")
+        return error
+
+    def forget_helper(self) -> None:
+        """In a child process after ``fork``: the parent's helper belongs to the parent."""
+        if self._outbox is not None:
+            os.close(self._outbox.fd)
+        self._sending = threading.Lock()
+        self._state = threading.Condition()
+        self._reset()
+
+    def close(self) -> None:
+        """At exit: wait for the appends, then let the helper end (it drains the pipe first)."""
+        self.flush()
+        helper, outbox = self._helper, self._outbox
+        if helper is None or outbox is None:
+            return
+        with self._sending:
+            self._helper, self._outbox = None, None
+            os.close(outbox.fd)
+        try:
+            helper.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            logger.error("the transcript helper did not end; its last lines may be lost")
+
+    def _start(self) -> None:
+        with self._sending:
+            if self._started:
+                return
+            self._started = True
+            try:
+                helper = subprocess.Popen(
+                    [sys.executable, "-I", "-S", __file__],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    close_fds=True,
+                )
+            except OSError as exc:
+                logger.warning("no transcript helper (%s): writing on the caller's thread", exc)
+                return
+            assert helper.stdin is not None
+            assert helper.stdout is not None
+            self._outbox = _Outbox(os.dup(helper.stdin.fileno()), self._lose_helper)
+            helper.stdin.close()
+            self._helper = helper
+            threading.Thread(
+                target=self._read_replies,
+                args=(helper.stdout,),
+                name="forkagent-appends",
+                daemon=True,
+            ).start()
+
+    def _send(self, kind: int, path: bytes, data: bytes) -> None:
+        """One request, after everything sent before it.
+
+        On an event loop, the requests of one turn of the loop go to the pipe together at
+        its end: each write wakes the helper, and waking a process on the other processor
+        cost the loop 20 to 30 us a time here (six lines per fork).
+        """
+        request = _REQUEST.pack(kind, len(path), len(data)) + path + data
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with self._sending:
+            if self._broken is not None or self._outbox is None:
+                return
+            if kind in _APPENDS:
+                self._sent += 1
+            self._queued.append(request)
+            if loop is not None and kind in _APPENDS:
+                if not self._push_scheduled:
+                    self._push_scheduled = True
+                    loop.call_soon(self._push)
+                return
+        self._push()
+
+    def _push(self) -> None:
+        """Put the queued requests into the pipe, in one write."""
+        with self._sending:
+            self._push_scheduled = False
+            if not self._queued or self._outbox is None:
+                return
+            data = b"".join(self._queued)
+            self._queued.clear()
+            try:
+                self._outbox.put(data)
+                return
+            except OSError as exc:
+                error = exc
+        self._lose_helper(error)
+
+    def _read_replies(self, replies: BinaryIO) -> None:
+        while header := _read_exactly(replies, _REPLY.size):
+            kind, number, length = _REPLY.unpack(header)
+            message = _read_exactly(replies, length)
+            with self._state:
+                if kind == _SYNCED:
+                    self._made = max(self._made, number)
+                else:
+                    path, _, reason = message.decode("utf-8", "replace").partition("\0")
+                    logger.error("could not append to the transcript %s: %s", path, reason)
+                    self._failed[path] = OSError(number, reason)
+                self._state.notify_all()
+        replies.close()
+        if self._helper is not None:
+            self._lose_helper(BrokenPipeError(32, "the transcript helper ended"))
+
+    def _lose_helper(self, error: OSError) -> None:
+        logger.error("the transcript helper is gone: %s", error)
+        with self._state:
+            self._broken = self._broken or error
+            self._state.notify_all()
+
+
+def _read_exactly(stream: BinaryIO, size: int) -> bytes:
+    """``size`` bytes from ``stream``, or b"" at its end."""
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+BACKGROUND = BackgroundAppends()
+os.register_at_fork(after_in_child=BACKGROUND.forget_helper)
+atexit.register(BACKGROUND.close)
+
+
+def _serve(requests: BinaryIO, replies: int) -> None:
+    """The helper's loop: make each append in order; answer syncs; report failures."""
+    files = OpenFiles(limit=16)
+    failed: set[str] = set()
+    while header := _read_exactly(requests, _REQUEST.size):
+        kind, path_length, length = _REQUEST.unpack(header)
+        path = os.fsdecode(_read_exactly(requests, path_length)) if path_length else ""
+        data = _read_exactly(requests, length) if length else b""
+        if kind == _SYNC:
+            _reply(replies, _SYNCED, int.from_bytes(data, "big"), b"")
+        elif kind == _FORGET:
+            failed.discard(path)
+        elif path not in failed:
+            try:
+                files.append(path, data, fsync=kind == _APPEND_FSYNC)
+            except OSError as exc:
+                failed.add(path)
+                reason = os.fsencode(path) + b"\0" + str(exc.strerror or exc).encode()
+                _reply(replies, _FAILED, exc.errno or 0, reason)
+
+
+def _reply(replies: int, kind: int, number: int, message: bytes) -> None:
+    _write_all(replies, _REPLY.pack(kind, number, len(message)) + message)
+
+
+if __name__ == "__main__":
+    _serve(sys.stdin.buffer, sys.stdout.fileno())

@@ -1,0 +1,122 @@
+"""The helper process that makes the background transcript appends (``state._appends``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from forkagent.state._appends import BackgroundAppends
+
+
+def _wait_for(path: Path, content: bytes, seconds: float = 20.0) -> bytes:
+    """The file's content once it is ``content`` (or whatever it is when time runs out)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_bytes() == content:
+            break
+        time.sleep(0.01)
+    return path.read_bytes() if path.exists() else b""
+
+
+@pytest.fixture
+def appends() -> Iterator[BackgroundAppends]:
+    made = BackgroundAppends()
+    yield made
+    made.close()
+
+
+def test_lines_sent_before_the_process_is_killed_still_reach_their_file(tmp_path: Path) -> None:
+    """SIGKILL takes the sender, not the lines it sent: the helper drains the pipe first."""
+    path = tmp_path / "t.jsonl"
+    script = (
+        "import os, signal, sys\n"
+        "from forkagent.state._appends import BACKGROUND\n"
+        "for n in range(500):\n"
+        "    BACKGROUND.append(sys.argv[1], b'line %d\\n' % n, fsync=False)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(path)], check=False)
+    assert done.returncode == -signal.SIGKILL
+    expected = b"".join(b"line %d\n" % n for n in range(500))
+    assert _wait_for(path, expected) == expected
+
+
+def test_a_burst_larger_than_the_pipe_is_written_whole_and_in_order(
+    tmp_path: Path, appends: BackgroundAppends
+) -> None:
+    """Megabytes at once: the caller does not wait for the helper, and nothing is reordered."""
+    paths = [str(tmp_path / f"{n}.jsonl") for n in range(50)]
+    chunk = b"x" * 20_000 + b"\n"
+    for turn in range(4):
+        for path in paths:
+            appends.append(path, b"%d:" % turn + chunk, fsync=False)
+    appends.flush()
+    expected = b"".join(b"%d:" % turn + chunk for turn in range(4))
+    assert all(Path(path).read_bytes() == expected for path in paths)
+
+
+async def test_lines_sent_on_an_event_loop_reach_the_file_without_a_flush(
+    tmp_path: Path, appends: BackgroundAppends
+) -> None:
+    """One turn of the loop's lines go out together at its end, not at some later flush."""
+    path = tmp_path / "t.jsonl"
+    for n in range(3):
+        appends.append(str(path), b"%d\n" % n, fsync=False)
+    await asyncio.sleep(0)
+    assert await asyncio.to_thread(_wait_for, path, b"0\n1\n2\n") == b"0\n1\n2\n"
+
+
+def test_without_a_helper_the_appends_are_made_before_append_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    appends = BackgroundAppends()
+    path = tmp_path / "t.jsonl"
+    with caplog.at_level(logging.WARNING):
+        appends.append(str(path), b"kept\n", fsync=True)
+    assert appends.helper_pid is None
+    assert path.read_bytes() == b"kept\n"
+    assert "no transcript helper" in caplog.text
+    appends.close()
+
+
+def test_a_helper_that_dies_fails_every_later_append_instead_of_hanging(
+    tmp_path: Path, appends: BackgroundAppends
+) -> None:
+    path = str(tmp_path / "t.jsonl")
+    appends.append(path, b"before\n", fsync=False)
+    appends.flush()
+    pid = appends.helper_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    appends.append(path, b"after\n", fsync=False)
+    appends.flush()  # returns: the helper is gone
+    assert isinstance(appends.failure(path), OSError)
+    assert Path(path).read_bytes() == b"before\n"
+
+
+def test_a_file_that_failed_is_written_again_once_its_failure_was_read(
+    tmp_path: Path, appends: BackgroundAppends
+) -> None:
+    """Later lines of a failed file are dropped (no hole) until its writer learned of it."""
+    folder = tmp_path / "gone"
+    path = str(folder / "t.jsonl")
+    appends.append(path, b"", fsync=False)  # the folder does not exist: the append fails
+    appends.append(path, b"dropped\n", fsync=False)
+    appends.flush()
+    assert isinstance(appends.failure(path), FileNotFoundError)
+    assert appends.failure(path) is None  # read once
+    folder.mkdir()
+    appends.append(path, b"a new writer\n", fsync=False)
+    appends.flush()
+    assert Path(path).read_bytes() == b"a new writer\n"
