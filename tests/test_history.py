@@ -165,6 +165,22 @@ def test_changing_a_frozen_item_never_changes_a_snapshot_handed_out() -> None:
 # -- the property: any mix of operations on histories that share storage ------------------
 
 
+def test_common_length_never_compares_what_two_views_share() -> None:
+    """A view against its own extension or prefix: shared items are not compared with ``==``."""
+
+    class Loud(int):
+        def __eq__(self, other: object) -> bool:
+            raise AssertionError("compared")
+
+        __hash__ = int.__hash__
+
+    base = chunked([Loud(n) for n in range(64)], [Loud(64)])
+    longer = base.extended([1, 2])
+    assert base.common_length(longer) == 65
+    assert longer.common_length(base.prefix(40)) == 40
+    assert base.common_length(HistoryView([Loud(0)])) == 1  # identical items: not compared
+
+
 class SharedHistories(RuleBasedStateMachine):
     """Histories forked from one another's snapshots, each checked against a plain list.
 
@@ -259,6 +275,19 @@ class SharedHistories(RuleBasedStateMachine):
             assert (
                 history[start % len(model)] == view[start % len(model)] == model[start % len(model)]
             )
+
+    @precondition(lambda self: len(self.snapshots) >= 2)
+    @rule(data=st.data())
+    def common_length(self, data: st.DataObject) -> None:
+        """Two snapshots' common start, as a transcript writer finds what it recorded."""
+        (first, items), (second, others) = (
+            data.draw(st.sampled_from(self.snapshots)) for _ in "ab"
+        )
+        naive = next(
+            (n for n, (a, b) in enumerate(zip(items, others, strict=False)) if a != b),
+            min(len(items), len(others)),
+        )
+        assert first.common_length(second) == second.common_length(first) == naive
 
     @invariant()
     def every_history_matches_its_model(self) -> None:

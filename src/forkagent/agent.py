@@ -799,7 +799,12 @@ class Session(Generic[OutputT]):
             self._finish()
         recorder = self.recorder
         try:
-            if recorder.writers or recorder.registry_writes is not None or recorder.lost:
+            if (
+                recorder.writers
+                or recorder.ended
+                or recorder.registry_writes is not None
+                or recorder.lost
+            ):
                 # Waits for the queued writes; raises if a transcript lost lines.
                 await asyncio.to_thread(recorder.close)
         finally:

@@ -90,6 +90,30 @@ class HistoryView(Sequence[T]):
         """Pickled as its items alone: no chunk's unused part, no layout."""
         return (HistoryView, (self._items(0, len(self)),))
 
+    def common_length(self, other: HistoryView[T]) -> int:
+        """How many leading items the two views have in common.
+
+        Chunks both views hold (the same tuple at the same place) are skipped whole, so
+        a view against one extended from it costs O(log n) plus the chunks the extension
+        merged, not O(n).
+        """
+        size = min(len(self), len(other))
+        start = 0
+        for mine, theirs, end, their_end in zip(
+            self._chunks, other._chunks, self._ends, other._ends, strict=False
+        ):
+            if mine is not theirs or end != their_end:
+                break
+            start = end
+        if start >= size:
+            return size
+        for offset, (a, b) in enumerate(
+            zip(self._items(start, size), other._items(start, size), strict=True)
+        ):
+            if a is not b and a != b:
+                return start + offset
+        return size
+
     def prefix(self, length: int) -> HistoryView[T]:
         """The first ``length`` items, sharing this view's chunks: O(log n)."""
         if length >= len(self):

@@ -320,7 +320,7 @@ def test_a_background_writer_closes_with_its_lines_written(tmp_path: Path) -> No
     lines = path.read_bytes().splitlines()  # a plain read, not read_transcript
     assert [json.loads(line)["type"] for line in lines] == ["header", "message"]
     reopened = TranscriptWriter(path, background=True)  # continues the same file
-    assert reopened.history == [user("hi")]
+    assert list(reopened.history) == [user("hi")]
     reopened.close()
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
+from ..history import freeze
 from ..messages import JsonValue
 from ..permissions.record import policy_record
 from ..pricing import cost
@@ -45,6 +46,9 @@ class Recorder:
     trusted: bool | None = None
     """Whether the project's hooks could run: recorded so that a resume keeps the decision."""
     writers: dict[str, TranscriptWriter] = field(default_factory=dict)
+    """The transcripts of the agents that can still write."""
+    ended: list[TranscriptWriter] = field(default_factory=list)
+    """Those of children that finished: ``close`` waits for their lines and raises their loss."""
     registry_writes: RegistryWriter | None = field(init=False, default=None)
     state: Path = field(init=False, default_factory=state_dir)
     """The state directory as the tree started: all of its transcripts go to one folder."""
@@ -68,7 +72,18 @@ class Recorder:
                 writer.on_event(event)
             except TranscriptError as exc:
                 self._stop_recording(run.id, exc)
+            else:
+                if isinstance(event, AgentFinished) and run.parent_id is not None:
+                    self._end(writer)
         self._registry_update(run, event)
+
+    def _end(self, writer: TranscriptWriter) -> None:
+        """A child ended: its writer lets its history go (a tree of thousands of finished
+        agents would keep every copy until the session closes, and the garbage collector
+        would walk them all). Starting it again attaches a new writer, which reads the file."""
+        agent_id = writer.end()
+        del self.writers[agent_id]
+        self.ended.append(writer)
 
     def _sync(self, run: AgentRun) -> None:
         """The run's history changed: record it, if its transcript is still written."""
@@ -138,7 +153,7 @@ class Recorder:
         """A new transcript's header; a fork's refers to the history its parent recorded."""
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
-        shared = shared_length(parent.history, run.messages) if parent is not None else 0
+        shared = shared_length(parent.history, freeze(run.messages)) if parent is not None else 0
         reference = None
         if parent is not None and above is not None and shared:
             same = above.system == run.system and above.tools == run.tool_specs
@@ -152,7 +167,7 @@ class Recorder:
             history_from=reference,
             extra={"permissions": policy_record(run.policy, self.trusted)},
         )
-        writer.header(header, run.messages[:shared])
+        writer.header(header, freeze(run.messages).prefix(shared))
 
     def _registry_update(self, run: AgentRun, event: Event) -> None:
         writes = self.registry_writes
@@ -174,7 +189,7 @@ class Recorder:
         """
         if self.registry_writes is not None:
             self.registry_writes.close(wait=False)
-        for writer in self.writers.values():
+        for writer in (*self.writers.values(), *self.ended):
             try:
                 writer.close()
             except TranscriptError as exc:

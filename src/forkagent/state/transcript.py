@@ -43,6 +43,7 @@ from ..events import (
     ResponseReceived,
     TranscriptStatus,
 )
+from ..history import HistoryView, freeze
 from ..messages import AssistantMessage, ContentBlock, JsonValue, Message, TextBlock
 from ..models._shared import SharedHeads
 from ..pricing import cost
@@ -717,7 +718,7 @@ class TranscriptWriter:
         make_state_dir(self.path.parent)
         existing = _Fold(self.path) if new else self._recover()
         self._header = existing.header
-        self._history: list[Message] = existing.messages
+        self._history: HistoryView[Message] = freeze(existing.messages)
         self._lines = max(existing.lines - 1, 0)
         """Lines after the header: where a fork's ``HistoryReference`` points."""
         self._gathered: list[_Line] | None = None
@@ -753,7 +754,7 @@ class TranscriptWriter:
             raise TranscriptError(self.path, "already has a header")
         self._write(header)
         self._header = header
-        self._history = list(inherited)
+        self._history = freeze(inherited)
 
     @property
     def lines(self) -> int:
@@ -773,7 +774,7 @@ class TranscriptWriter:
     def message(self, message: Message) -> None:
         """Record a message just appended to the history."""
         self._write(MessageEntry(index=len(self._history), message=message))
-        self._history.append(message)
+        self._history = self._history.extended((message,))
 
     def sync(self, messages: Sequence[Message]) -> int:
         """Record whatever changed since the last call; returns the lines written.
@@ -783,6 +784,7 @@ class TranscriptWriter:
         message) is recorded with its index. Unchanged messages are found by
         identity, so each call is cheap.
         """
+        messages = freeze(messages)  # kept as the next call's reference: no copy
         keep = shared_length(self._history, messages)
         first = self._next_line()
         lines: list[MessageEntry | SharedMessageEntry | TruncateEntry] = [
@@ -792,7 +794,7 @@ class TranscriptWriter:
         if keep < len(self._history) and not lines:
             lines.append(TruncateEntry(length=keep))
         self._write(*lines)
-        self._history = list(messages)
+        self._history = messages
         return len(lines)
 
     def _next_line(self) -> int:
@@ -888,6 +890,14 @@ class TranscriptWriter:
         elif isinstance(event, AgentFinished):
             self.status(event.status, output=event.output, error=event.error, details=event.details)
 
+    def end(self) -> str:
+        """No more lines (``close`` still waits for those queued and raises their loss);
+        the history kept for ``sync`` is let go. Returns the agent's id."""
+        with self._lock:
+            self._closed = True
+            self._history = HistoryView()
+        return self._required_header().agent_id
+
     def close(self) -> None:
         """Stop writing; the lines written or queued are in the file when this returns.
 
@@ -967,6 +977,8 @@ def flush_transcripts(path: Path | None = None) -> None:
 
 def shared_length(old: Sequence[Message], new: Sequence[Message]) -> int:
     """How many leading messages the two histories have in common."""
+    if isinstance(old, HistoryView) and isinstance(new, HistoryView):
+        return old.common_length(new)
     if len(old) <= len(new) and list(old) == list(new[: len(old)]):
         return len(old)  # the common case, compared in C (identical messages at once)
     for index, (a, b) in enumerate(zip(old, new, strict=False)):
