@@ -30,7 +30,8 @@ from ..state.transcript import (
     TranscriptWriter,
     shared_length,
     state_dir,
-    transcript_path,
+    transcript_name,
+    tree_folder,
 )
 from .loop import AgentRun
 
@@ -54,10 +55,13 @@ class Recorder:
     """The state directory as the tree started: all of its transcripts go to one folder."""
     lost: list[TranscriptError] = field(init=False, default_factory=list)
     """Transcripts that lost a line and end there; ``close`` raises the first."""
+    _folder: Path = field(init=False)
+    """The tree's transcripts' folder."""
     _found: set[str] | None = field(init=False, default=None)
     """The files in the tree's folder when its first agent started (a resumed tree's)."""
 
     def __post_init__(self) -> None:
+        self._folder = tree_folder(self.root_id, base=self.state)
         if self.registry is not None:
             self.registry_writes = RegistryWriter(self.registry)
 
@@ -104,7 +108,7 @@ class Recorder:
     def _attach(self, run: AgentRun, started: AgentStarted) -> None:
         background = started.background
         keep = self.transcripts and run.keep_transcript
-        path = transcript_path(self.root_id, run.id, base=self.state) if keep else None
+        path = self._folder / transcript_name(run.id) if keep else None
         if path is not None:
             writer = TranscriptWriter(path, background=True, new=self._new_file(path))
             self.writers[run.id] = writer

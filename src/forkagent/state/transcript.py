@@ -106,8 +106,17 @@ _usable_folders: set[Path] = set()
 
 def transcript_path(root_id: str, agent_id: str, *, base: Path | None = None) -> Path:
     """``<state_dir>/transcripts/<root_id>/<agent_id>.jsonl``: one folder per tree."""
-    folder = (base or state_dir()) / "transcripts" / safe_file_name(root_id)
-    return folder / f"{safe_file_name(agent_id)}.jsonl"
+    return tree_folder(root_id, base=base) / transcript_name(agent_id)
+
+
+def tree_folder(root_id: str, *, base: Path | None = None) -> Path:
+    """The folder of a tree's transcripts."""
+    return (base or state_dir()) / "transcripts" / safe_file_name(root_id)
+
+
+def transcript_name(agent_id: str) -> str:
+    """An agent's transcript's file name in its tree's folder."""
+    return f"{safe_file_name(agent_id)}.jsonl"
 
 
 def safe_file_name(name: str) -> str:
@@ -698,7 +707,8 @@ class TranscriptWriter:
     the lines sent.
 
     ``new``: the caller knows no file is at ``path`` (the recorder of a tree,
-    for an agent id it has just made), so none is looked for.
+    for an agent id it has just made), so none is looked for; the first line
+    makes it.
     """
 
     def __init__(
@@ -716,17 +726,20 @@ class TranscriptWriter:
         self._append = BACKGROUND.append if background else OPEN_FILES.append
         self._lock = threading.Lock()
         make_state_dir(self.path.parent)
-        existing = _Fold(self.path) if new else self._recover()
-        self._header = existing.header
-        self._history: HistoryView[Message] = freeze(existing.messages)
-        self._lines = max(existing.lines - 1, 0)
+        self._header: TranscriptHeader | None = None
+        self._history: HistoryView[Message] = HistoryView()
+        self._lines = 0
         """Lines after the header: where a fork's ``HistoryReference`` points."""
         self._gathered: list[_Line] | None = None
         self._closed = False
-        # Created now (private). Not held open for the writer's life: a tree of thousands
-        # of agents must not need a file descriptor each; ``OpenFiles`` keeps the few
-        # written last open, since an agent writes several lines in a row.
-        self._append(self._file, b"", fsync=False)
+        if not new:
+            existing = self._recover()
+            self._header, self._lines = existing.header, max(existing.lines - 1, 0)
+            self._history = freeze(existing.messages)
+            # Created now (private); a new file is made by its first line. Not held open
+            # for the writer's life: a tree of thousands of agents must not need a file
+            # descriptor each; ``OpenFiles`` keeps the few written last open.
+            self._append(self._file, b"", fsync=False)
 
     def _recover(self) -> _Fold:
         fold = _Fold(self.path)
