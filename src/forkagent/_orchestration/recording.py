@@ -66,6 +66,8 @@ class Recorder:
             self.registry_writes = RegistryWriter(self.registry)
 
     def __call__(self, event: Event) -> None:
+        if not isinstance(event, TranscriptWriter.RECORDED_EVENTS):
+            return  # the registry records a subset of them (a fork's stream events are many)
         run = self.runs.get(event.agent_id)
         if run is None:
             return

@@ -867,6 +867,16 @@ class TranscriptWriter:
     ) -> None:
         self._write(StatusEntry(status=status, output=output, error=error, details=details or {}))
 
+    RECORDED_EVENTS = (
+        ResponseReceived,
+        CacheReported,
+        AgentStarted,
+        AgentFinished,
+        AgentMovedToBackground,
+        Compacted,
+    )
+    """The events ``on_event`` writes a line for (others it ignores)."""
+
     def on_event(self, event: Event) -> None:
         """Record this agent's usage, cache reports and status from the runtime's events.
 
