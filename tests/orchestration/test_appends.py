@@ -120,3 +120,13 @@ def test_a_file_that_failed_is_written_again_once_its_failure_was_read(
     appends.append(path, b"a new writer\n", fsync=False)
     appends.flush()
     assert Path(path).read_bytes() == b"a new writer\n"
+
+
+def test_a_ctrl_c_at_the_terminal_does_not_reach_the_helper(
+    tmp_path: Path, appends: BackgroundAppends
+) -> None:
+    """The terminal signals its foreground process group; the helper has its own."""
+    appends.append(str(tmp_path / "t.jsonl"), b"x\n", fsync=False)
+    pid = appends.helper_pid
+    assert pid is not None
+    assert os.getpgid(pid) != os.getpgid(0)

@@ -2,8 +2,8 @@
 
 An event listener plus the runs' change hook: each history change is one
 appended line, so a transcript survives a kill -9 up to its last complete
-line. The lines are written by the transcripts' writer thread, in order and
-without delay, so that the event loop never waits on the disk.
+line. The lines are written by the transcripts' helper process
+(``state._appends``), in order, so that the event loop never waits on the disk.
 ``skip_transcript`` leaves the files out; the registry row still tells
 ``forkagent ps`` the agent exists. Registry writes go through a
 ``RegistryWriter``, off the event loop too.
@@ -144,7 +144,7 @@ class Recorder:
 
         One process runs a tree (``state.lease``) and every agent id it makes is new,
         so a file not in the folder when the tree started is not there: a fork need
-        not look for one (on an event loop, each look lets the writer threads in).
+        not look for one (a system call per fork on the event loop).
         """
         if self._found is None:
             try:

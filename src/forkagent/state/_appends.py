@@ -24,6 +24,7 @@ import fcntl
 import logging
 import os
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -240,6 +241,7 @@ class BackgroundAppends:
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     close_fds=True,
+                    start_new_session=True,  # a Ctrl+C at the terminal is not for it
                 )
             except OSError as exc:
                 logger.warning("no transcript helper (%s): writing on the caller's thread", exc)
@@ -367,4 +369,5 @@ def _reply(replies: int, kind: int, number: int, message: bytes) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # it ends when the pipe does, drained
     _serve(sys.stdin.buffer, sys.stdout.fileno())

@@ -80,8 +80,8 @@ def make_state_dir(folder: Path) -> None:
     """Create a private folder of the state directory, or say how to fix what prevents it.
 
     A folder found usable is trusted for the rest of the process: every agent's
-    writer asks, and on an event loop each system call lets the writer threads
-    take the interpreter (about 0.1 ms while they are busy).
+    writer asks, and on an event loop each system call lets the registry's writer
+    thread take the interpreter (about 0.1 ms while it is busy).
     """
     if folder in _usable_folders or os.access(folder, os.W_OK | os.X_OK):
         _usable_folders.add(folder)
