@@ -28,6 +28,8 @@ from ..state.transcript import (
     TranscriptError,
     TranscriptHeader,
     TranscriptWriter,
+    check_written,
+    flush_transcripts,
     shared_length,
     state_dir,
     transcript_name,
@@ -48,8 +50,8 @@ class Recorder:
     """Whether the project's hooks could run: recorded so that a resume keeps the decision."""
     writers: dict[str, TranscriptWriter] = field(default_factory=dict)
     """The transcripts of the agents that can still write."""
-    ended: list[TranscriptWriter] = field(default_factory=list)
-    """Those of children that finished: ``close`` waits for their lines and raises their loss."""
+    ended: list[str] = field(default_factory=list)
+    """The files of children that finished: ``close`` waits for their lines, raises a loss."""
     registry_writes: RegistryWriter | None = field(init=False, default=None)
     state: Path = field(init=False, default_factory=state_dir)
     """The state directory as the tree started: all of its transcripts go to one folder."""
@@ -80,16 +82,14 @@ class Recorder:
                 self._stop_recording(run.id, exc)
             else:
                 if isinstance(event, AgentFinished) and run.parent_id is not None:
-                    self._end(writer)
+                    self._end(run.id)
         self._registry_update(run, event)
 
-    def _end(self, writer: TranscriptWriter) -> None:
-        """A child ended: its writer lets its history go (a tree of thousands of finished
-        agents would keep every copy until the session closes, and the garbage collector
-        would walk them all). Starting it again attaches a new writer, which reads the file."""
-        agent_id = writer.end()
-        del self.writers[agent_id]
-        self.ended.append(writer)
+    def _end(self, agent_id: str) -> None:
+        """A child ended: its writer goes (a tree of thousands of finished agents would keep
+        them all until the session closes, and the garbage collector would walk them);
+        ``close`` still checks its lines. Starting it again attaches a new writer."""
+        self.ended.append(self.writers.pop(agent_id).end())
 
     def _sync(self, run: AgentRun) -> None:
         """The run's history changed: record it, if its transcript is still written."""
@@ -195,9 +195,15 @@ class Recorder:
         """
         if self.registry_writes is not None:
             self.registry_writes.close(wait=False)
-        for writer in (*self.writers.values(), *self.ended):
+        for writer in self.writers.values():
             try:
                 writer.close()
+            except TranscriptError as exc:
+                self.lost.append(exc)
+        flush_transcripts()
+        for file in self.ended:
+            try:
+                check_written(file)
             except TranscriptError as exc:
                 self.lost.append(exc)
         if self.registry_writes is not None:

@@ -914,12 +914,13 @@ class TranscriptWriter:
             self.status(event.status, output=event.output, error=event.error, details=event.details)
 
     def end(self) -> str:
-        """No more lines (``close`` still waits for those queued and raises their loss);
-        the history kept for ``sync`` is let go. Returns the agent's id."""
+        """No more lines, without waiting for those queued; returns the file's name, for
+        ``check_written`` once they are (``flush_transcripts``). Nothing of the writer need
+        be kept: a tree of thousands of finished agents holds a string each."""
         with self._lock:
             self._closed = True
             self._history = HistoryView()
-        return self._required_header().agent_id
+        return self._file
 
     def close(self) -> None:
         """Stop writing; the lines written or queued are in the file when this returns.
@@ -977,11 +978,24 @@ class TranscriptWriter:
 
     def _raise_failed_append(self) -> None:
         """A line queued earlier never reached the file: say so instead of writing on."""
-        if self._background and (exc := BACKGROUND.failure(self._file)):
-            self._closed = True  # the file ends where the failure left it
-            raise TranscriptError(
-                self.path, f"a line could not be written ({exc}); nothing after it was"
-            ) from exc
+        if self._background:
+            try:
+                check_written(self._file)
+            except TranscriptError:
+                self._closed = True  # the file ends where the failure left it
+                raise
+
+
+def check_written(file: str) -> None:
+    """Raise ``TranscriptError`` if a background line to ``file`` could not be written.
+
+    Once: the error is forgotten when raised. Every line sent before the last
+    ``flush_transcripts`` has been tried.
+    """
+    if exc := BACKGROUND.failure(file):
+        raise TranscriptError(
+            Path(file), f"a line could not be written ({exc}); nothing after it was"
+        ) from exc
 
 
 _WRITTEN_HEADS: SharedHeads[ContentBlock, tuple[Path, str, int]] = SharedHeads()
