@@ -8,6 +8,7 @@ dict object, is derived and checked again.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from _emu_helpers import OPUS_41, text
 
 from forkagent.emulator import Emulator, tokens
 from forkagent.emulator import memo as memo_module
-from forkagent.emulator.memo import Memo, content_key, forget_everything
+from forkagent.emulator.memo import Memo, content_key, forget_everything, head_key
 from forkagent.emulator.timing import NO_LATENCY
 
 Body = dict[str, Any]
@@ -93,6 +94,20 @@ def test_content_key_tells_json_values_apart() -> None:
     values: list[Any] = [True, 1, 1.0, "1", None, [1], {"a": 1}, {"a": True}, {"a": "1"}]
     assert len({content_key(v) for v in values}) == len(values)
     assert content_key({"a": 1, "b": 2}) != content_key({"b": 2, "a": 1})  # order is content
+
+
+def test_head_key_tells_json_values_apart_and_keeps_equal_heads_together() -> None:
+    values: list[Any] = [True, 1, 1.0, "1", None, [1], {"a": 1}, {"a": True}, {"a": "1"}]
+    heads = [[*[{"n": n} for n in range(9)], value, "last"] for value in values]
+    assert len({head_key(head) for head in heads}) == len(values)
+    assert head_key([{"a": 1}, 2, "x"]) == head_key([{"a": 1}, 2, "y"])  # the last is left out
+    assert head_key([{"a": 1, "b": 2}, 0]) != head_key([{"b": 2, "a": 1}, 0])  # order is content
+
+
+def test_head_key_of_a_value_that_is_not_json_still_tells_it_apart() -> None:
+    """An in-process caller's own object: keyed another way, not an error."""
+    assert head_key([Fraction(1, 2), 0]) != head_key([Fraction(1, 3), 0])
+    assert head_key([Fraction(1, 2), 0]) == head_key([Fraction(1, 2), 1])
 
 
 def test_memo_is_bounded_by_its_keys_size_oldest_out() -> None:

@@ -9,6 +9,7 @@ content, so it is kept here under a key that is that content.
 
 from __future__ import annotations
 
+import marshal
 import pickle
 import threading
 import weakref
@@ -74,25 +75,33 @@ def head_key(items: list[Any]) -> bytes:
     item was added (a conversation before its new turn, the N placeholder results and rules
     every child of one reply sends before its own directive).
 
-    The list's pickle: like ``repr`` it tells every JSON value apart (a pickle reads back as
-    the value it was made of, types and key order included), and it is made about three times
-    faster, which matters as it is the one pass over a long list a request still makes. The
-    same content pickled with different objects shared (one string object twice) makes a
-    different key: a memo miss, never a wrong hit.
+    The list's ``marshal`` bytes: like ``repr`` it tells every JSON value apart (they read
+    back as the value they were made of, types and key order included), and they are made
+    about six times faster than ``repr`` (twice as fast as a pickle), which matters as it
+    is the one pass over a long list a request still makes. The same content with different
+    objects shared (one string object twice, an interned string) makes a different key: a
+    memo miss, never a wrong hit. A value ``marshal`` cannot write is pickled instead.
     """
     scope = _SCOPE.get()
     if scope is None:
-        return _pickled(items[:-1])
+        return _encoded(items[:-1])
     found = scope.heads.get(id(items))
     if found is not None:
         return found[1]
-    key = _pickled(items[:-1])
+    key = _encoded(items[:-1])
     scope.heads[id(items)] = (items, key)
     return key
 
 
-def _pickled(items: list[Any]) -> bytes:
-    return pickle.dumps(items, pickle.HIGHEST_PROTOCOL)
+def _encoded(items: list[Any]) -> bytes:
+    try:
+        return _MARSHALLED + marshal.dumps(items, 4)
+    except ValueError:  # not a JSON value (an in-process caller's own object)
+        return pickle.dumps(items, pickle.HIGHEST_PROTOCOL)
+
+
+_MARSHALLED = b"m"
+"""Marks marshal bytes, which never start a pickle (protocol 2 and later start with 0x80)."""
 
 
 class Memo(Generic[T]):
