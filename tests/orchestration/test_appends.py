@@ -41,7 +41,7 @@ def test_lines_sent_before_the_process_is_killed_still_reach_their_file(tmp_path
         "import os, signal, sys\n"
         "from forkagent.state._appends import BACKGROUND\n"
         "for n in range(500):\n"
-        "    BACKGROUND.append(sys.argv[1], b'line %d\\n' % n, fsync=False)\n"
+        "    BACKGROUND.append(sys.argv[1], b'line %d\\n' % n, fsync=False, create=n == 0)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
     done = subprocess.run([sys.executable, "-c", script, str(path)], check=False)
@@ -58,7 +58,7 @@ def test_a_burst_larger_than_the_pipe_is_written_whole_and_in_order(
     chunk = b"x" * 20_000 + b"\n"
     for turn in range(4):
         for path in paths:
-            appends.append(path, b"%d:" % turn + chunk, fsync=False)
+            appends.append(path, b"%d:" % turn + chunk, fsync=False, create=turn == 0)
     appends.flush()
     expected = b"".join(b"%d:" % turn + chunk for turn in range(4))
     assert all(Path(path).read_bytes() == expected for path in paths)
@@ -70,7 +70,7 @@ async def test_lines_sent_on_an_event_loop_reach_the_file_without_a_flush(
     """One turn of the loop's lines go out together at its end, not at some later flush."""
     path = tmp_path / "t.jsonl"
     for n in range(3):
-        appends.append(str(path), b"%d\n" % n, fsync=False)
+        appends.append(str(path), b"%d\n" % n, fsync=False, create=n == 0)
     await asyncio.sleep(0)
     assert await asyncio.to_thread(_wait_for, path, b"0\n1\n2\n") == b"0\n1\n2\n"
 
@@ -82,7 +82,7 @@ def test_without_a_helper_the_appends_are_made_before_append_returns(
     appends = BackgroundAppends()
     path = tmp_path / "t.jsonl"
     with caplog.at_level(logging.WARNING):
-        appends.append(str(path), b"kept\n", fsync=True)
+        appends.append(str(path), b"kept\n", fsync=True, create=True)
     assert appends.helper_pid is None
     assert path.read_bytes() == b"kept\n"
     assert "no transcript helper" in caplog.text
@@ -93,13 +93,13 @@ def test_a_helper_that_dies_fails_every_later_append_instead_of_hanging(
     tmp_path: Path, appends: BackgroundAppends
 ) -> None:
     path = str(tmp_path / "t.jsonl")
-    appends.append(path, b"before\n", fsync=False)
+    appends.append(path, b"before\n", fsync=False, create=True)
     appends.flush()
     pid = appends.helper_pid
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    appends.append(path, b"after\n", fsync=False)
+    appends.append(path, b"after\n", fsync=False, create=False)
     appends.flush()  # returns: the helper is gone
     assert isinstance(appends.failure(path), OSError)
     assert Path(path).read_bytes() == b"before\n"
@@ -111,13 +111,13 @@ def test_a_file_that_failed_is_written_again_once_its_failure_was_read(
     """Later lines of a failed file are dropped (no hole) until its writer learned of it."""
     folder = tmp_path / "gone"
     path = str(folder / "t.jsonl")
-    appends.append(path, b"", fsync=False)  # the folder does not exist: the append fails
-    appends.append(path, b"dropped\n", fsync=False)
+    appends.append(path, b"", fsync=False, create=True)  # no folder: the append fails
+    appends.append(path, b"dropped\n", fsync=False, create=False)
     appends.flush()
     assert isinstance(appends.failure(path), FileNotFoundError)
     assert appends.failure(path) is None  # read once
     folder.mkdir()
-    appends.append(path, b"a new writer\n", fsync=False)
+    appends.append(path, b"a new writer\n", fsync=False, create=True)
     appends.flush()
     assert Path(path).read_bytes() == b"a new writer\n"
 
@@ -126,7 +126,25 @@ def test_a_ctrl_c_at_the_terminal_does_not_reach_the_helper(
     tmp_path: Path, appends: BackgroundAppends
 ) -> None:
     """The terminal signals its foreground process group; the helper has its own."""
-    appends.append(str(tmp_path / "t.jsonl"), b"x\n", fsync=False)
+    appends.append(str(tmp_path / "t.jsonl"), b"x\n", fsync=False, create=True)
     pid = appends.helper_pid
     assert pid is not None
     assert os.getpgid(pid) != os.getpgid(0)
+
+
+@pytest.mark.parametrize("held_open", [True, False])
+def test_a_file_removed_under_its_writer_is_a_loss_not_a_new_file(
+    tmp_path: Path, appends: BackgroundAppends, held_open: bool
+) -> None:
+    """Only a writer's first line makes its file: a later one never starts a headless file."""
+    path = str(tmp_path / "t.jsonl")
+    appends.append(path, b"header\n", fsync=False, create=True)
+    appends.flush()
+    if not held_open:  # the helper keeps the 16 files written last open
+        for n in range(20):
+            appends.append(str(tmp_path / f"other-{n}"), b"x\n", fsync=False, create=True)
+    Path(path).unlink()
+    appends.append(path, b"line\n", fsync=False, create=False)
+    appends.flush()
+    assert isinstance(appends.failure(path), FileNotFoundError)
+    assert not Path(path).exists()

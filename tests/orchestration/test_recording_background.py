@@ -114,3 +114,26 @@ async def test_a_transcript_that_loses_lines_ends_there_and_closing_the_session_
     assert (await session.send("Go on.")).status == "completed"
     with pytest.raises(TranscriptError, match="a line could not be written"):
         await session.aclose()
+
+
+async def test_a_transcript_removed_during_the_session_is_a_loss_not_a_new_headless_file(
+    tmp_path: Path,
+) -> None:
+    """The main agent's file is deleted between two turns (its writer's file may still be
+    open): the turn runs, and closing says the transcript lost lines."""
+    agent = Agent(
+        model=EmulatorModel("claude-sonnet-4-6", Emulator(latency=NO_LATENCY)),
+        cwd=tmp_path,
+        options=RuntimeOptions(resume_on_notification=False),
+        registry=False,
+        load_agent_files=False,
+    )
+    session = agent.session()
+    await session.send("Plan the work.")
+    path = transcript_path(session.root.id, session.root.id)
+    flush_transcripts()
+    path.unlink()
+    assert (await session.send("Go on.")).status == "completed"
+    with pytest.raises(TranscriptError, match="a line could not be written"):
+        await session.aclose()
+    assert not path.exists()

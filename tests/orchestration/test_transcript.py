@@ -584,3 +584,17 @@ def test_files_are_private_to_the_user(tmp_path: Path) -> None:
     write(path, [])
     assert path.stat().st_mode & 0o777 == 0o600
     assert path.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_writer_whose_file_was_removed_raises_instead_of_starting_a_new_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.jsonl"
+    writer = TranscriptWriter(path)
+    writer.header(HEADER)
+    path.unlink()
+    with pytest.raises(TranscriptError, match="a line could not be written"):
+        writer.message(user("lost"))
+    assert not path.exists()
+    with pytest.raises(TranscriptError, match="closed"):
+        writer.message(user("later"))

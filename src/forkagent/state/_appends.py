@@ -36,14 +36,14 @@ from typing import BinaryIO
 
 logger = logging.getLogger(__name__)
 
-APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
 
-_REQUEST = struct.Struct("!BII")
-"""To the helper: kind, path length, data length; then the path and the data."""
+_REQUEST = struct.Struct("!BBII")
+"""To the helper: kind, flags, path length, data length; then the path and the data."""
 _REPLY = struct.Struct("!BQI")
 """From the helper: kind, number, message length; then the message."""
-_APPEND, _APPEND_FSYNC, _SYNC, _FORGET = 0, 1, 2, 3
-_APPENDS = (_APPEND, _APPEND_FSYNC)
+_APPEND, _SYNC, _FORGET = 0, 1, 2
+_FSYNC, _CREATE = 1, 2
 _PIPE_SIZE = 1 << 20
 _SYNCED, _FAILED = 0, 1
 
@@ -62,12 +62,19 @@ class OpenFiles:
         self._open: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
 
-    def append(self, path: str, data: bytes, *, fsync: bool) -> None:
-        """Write ``data`` at the end of ``path`` (whole, retrying short writes)."""
+    def append(self, path: str, data: bytes, *, fsync: bool, create: bool) -> None:
+        """Write ``data`` at the end of ``path`` (whole, retrying short writes).
+
+        ``create``: make the file if it is not there (a writer's first line). Otherwise a
+        file removed since is an error, not a new file without the lines before.
+        """
         with self._lock:
             fd = self._open.pop(path, None)
+            if fd is not None and os.fstat(fd).st_nlink == 0:  # removed while held open
+                os.close(fd)
+                fd = None
             if fd is None:
-                fd = os.open(path, APPEND_FLAGS, 0o600)
+                fd = os.open(path, APPEND_FLAGS | (os.O_CREAT if create else 0), 0o600)
             self._open[path] = fd
             while len(self._open) > self._limit:
                 os.close(self._open.popitem(last=False)[1])
@@ -176,13 +183,14 @@ class BackgroundAppends:
         """The helper's process id (None before the first append, or where none could start)."""
         return self._helper.pid if self._helper is not None else None
 
-    def append(self, path: str, data: bytes, *, fsync: bool) -> None:
+    def append(self, path: str, data: bytes, *, fsync: bool, create: bool) -> None:
         if not self._started:
             self._start()
         if self._helper is None:
-            OPEN_FILES.append(path, data, fsync=fsync)
+            OPEN_FILES.append(path, data, fsync=fsync, create=create)
             return
-        self._send(_APPEND_FSYNC if fsync else _APPEND, os.fsencode(path), data)
+        flags = (_FSYNC if fsync else 0) | (_CREATE if create else 0)
+        self._send(_APPEND, os.fsencode(path), data, flags)
 
     def flush(self) -> None:
         """Wait until every append sent so far is made (or the helper is gone)."""
@@ -191,7 +199,7 @@ class BackgroundAppends:
         with self._state:
             if self._helper is None or self._made >= target or self._broken is not None:
                 return
-        self._send(_SYNC, b"", target.to_bytes(8, "big"))
+        self._send(_SYNC, b"", target.to_bytes(8, "big"), 0)
         with self._state:
             self._state.wait_for(lambda: self._made >= target or self._broken is not None)
 
@@ -205,7 +213,7 @@ class BackgroundAppends:
         with self._state:
             error = self._failed.pop(path, None)
         if error is not None:
-            self._send(_FORGET, os.fsencode(path), b"")
+            self._send(_FORGET, os.fsencode(path), b"", 0)
         return error
 
     def forget_helper(self) -> None:
@@ -258,14 +266,14 @@ class BackgroundAppends:
                 daemon=True,
             ).start()
 
-    def _send(self, kind: int, path: bytes, data: bytes) -> None:
+    def _send(self, kind: int, path: bytes, data: bytes, flags: int) -> None:
         """One request, after everything sent before it.
 
         On an event loop, the requests of one turn of the loop go to the pipe together at
         its end: each write wakes the helper, and waking a process on the other processor
         cost the loop 20 to 30 us a time here (six lines per fork).
         """
-        request = _REQUEST.pack(kind, len(path), len(data)) + path + data
+        request = _REQUEST.pack(kind, flags, len(path), len(data)) + path + data
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -273,10 +281,10 @@ class BackgroundAppends:
         with self._sending:
             if self._broken is not None or self._outbox is None:
                 return
-            if kind in _APPENDS:
+            if kind == _APPEND:
                 self._sent += 1
             self._queued.append(request)
-            if loop is not None and kind in _APPENDS:
+            if loop is not None and kind == _APPEND:
                 if not self._push_scheduled:
                     self._push_scheduled = True
                     loop.call_soon(self._push)
@@ -348,7 +356,7 @@ def _serve(requests: BinaryIO, replies: int) -> None:
     files = OpenFiles(limit=16)
     failed: set[str] = set()
     while header := _read_exactly(requests, _REQUEST.size):
-        kind, path_length, length = _REQUEST.unpack(header)
+        kind, flags, path_length, length = _REQUEST.unpack(header)
         path = os.fsdecode(_read_exactly(requests, path_length)) if path_length else ""
         data = _read_exactly(requests, length) if length else b""
         if kind == _SYNC:
@@ -357,7 +365,7 @@ def _serve(requests: BinaryIO, replies: int) -> None:
             failed.discard(path)
         elif path not in failed:
             try:
-                files.append(path, data, fsync=kind == _APPEND_FSYNC)
+                files.append(path, data, fsync=bool(flags & _FSYNC), create=bool(flags & _CREATE))
             except OSError as exc:
                 failed.add(path)
                 reason = os.fsencode(path) + b"\0" + str(exc.strerror or exc).encode()

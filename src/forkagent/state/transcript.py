@@ -732,6 +732,8 @@ class TranscriptWriter:
         """Lines after the header: where a fork's ``HistoryReference`` points."""
         self._gathered: list[_Line] | None = None
         self._closed = False
+        self._create = True
+        """Only a writer's first append may make its file: a file removed later is a loss."""
         if not new:
             existing = self._recover()
             self._header, self._lines = existing.header, max(existing.lines - 1, 0)
@@ -739,7 +741,7 @@ class TranscriptWriter:
             # Created now (private); a new file is made by its first line. Not held open
             # for the writer's life: a tree of thousands of agents must not need a file
             # descriptor each; ``OpenFiles`` keeps the few written last open.
-            self._append(self._file, b"", fsync=False)
+            self._append_lines(b"")
 
     def _recover(self) -> _Fold:
         fold = _Fold(self.path)
@@ -973,8 +975,18 @@ class TranscriptWriter:
             if self._closed:
                 raise TranscriptError(self.path, "the writer is closed")
             self._raise_failed_append()
-            self._append(self._file, data, fsync=self._fsync)
+            self._append_lines(data)
             self._lines += lines
+
+    def _append_lines(self, data: bytes) -> None:
+        try:
+            self._append(self._file, data, fsync=self._fsync, create=self._create)
+        except OSError as exc:  # written on this thread (no background, or no helper)
+            self._closed = True
+            raise TranscriptError(
+                self.path, f"a line could not be written ({exc.strerror or exc})"
+            ) from exc
+        self._create = False
 
     def _raise_failed_append(self) -> None:
         """A line queued earlier never reached the file: say so instead of writing on."""
