@@ -148,3 +148,24 @@ def test_a_file_removed_under_its_writer_is_a_loss_not_a_new_file(
     appends.flush()
     assert isinstance(appends.failure(path), FileNotFoundError)
     assert not Path(path).exists()
+
+
+def test_lines_left_by_a_loop_that_closed_go_out_with_the_next_loops(
+    tmp_path: Path, appends: BackgroundAppends
+) -> None:
+    """A loop closed before its turn's push ran does not keep later loops' lines back."""
+    path = tmp_path / "t.jsonl"
+
+    async def write(line: bytes) -> None:
+        appends.append(str(path), line, fsync=False, create=False)
+
+    def stop_then_write() -> None:
+        first.stop()  # this turn is its last: the push it schedules never runs
+        appends.append(str(path), b"first\n", fsync=False, create=True)
+
+    first = asyncio.new_event_loop()
+    first.call_soon(stop_then_write)
+    first.run_forever()
+    first.close()
+    asyncio.run(write(b"second\n"))
+    assert _wait_for(path, b"first\nsecond\n") == b"first\nsecond\n"

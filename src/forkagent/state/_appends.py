@@ -108,8 +108,9 @@ class _Outbox:
     def __init__(self, fd: int, on_error: Callable[[OSError], None]) -> None:
         self.fd = fd
         os.set_blocking(fd, False)
-        with suppress(OSError):  # a larger pipe (Linux) absorbs more of a burst
-            fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_SIZE)
+        if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux: a larger pipe absorbs more of a burst
+            with suppress(OSError):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
         self._on_error = on_error
         self._waiting: list[bytes] = []
         self._draining = False
@@ -171,7 +172,8 @@ class BackgroundAppends:
         """Appends sent so far; a sync request carries the count it waits for."""
         self._queued: list[bytes] = []
         """Requests of this turn of the event loop, for the pipe at its end."""
-        self._push_scheduled = False
+        self._push_loop: asyncio.AbstractEventLoop | None = None
+        """The loop whose turn ends with a push (another loop's appends schedule their own)."""
         self._made = 0
         """The count of the last sync the helper answered: that many appends are made."""
         self._failed: dict[str, OSError] = {}
@@ -285,8 +287,8 @@ class BackgroundAppends:
                 self._sent += 1
             self._queued.append(request)
             if loop is not None and kind == _APPEND:
-                if not self._push_scheduled:
-                    self._push_scheduled = True
+                if self._push_loop is not loop:
+                    self._push_loop = loop
                     loop.call_soon(self._push)
                 return
         self._push()
@@ -294,7 +296,7 @@ class BackgroundAppends:
     def _push(self) -> None:
         """Put the queued requests into the pipe, in one write."""
         with self._sending:
-            self._push_scheduled = False
+            self._push_loop = None
             if not self._queued or self._outbox is None:
                 return
             data = b"".join(self._queued)
