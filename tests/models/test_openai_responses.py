@@ -7,9 +7,18 @@ from typing import Any
 
 import pytest
 
+from forkagent._orchestration.fork import FORK_PLACEHOLDER, FORK_RULES, fork_base, fork_from
 from forkagent.emulator import Emulator, Reply, RunningServer, ToolCall
 from forkagent.errors import ConfigurationError, StreamInterruptedError
-from forkagent.messages import JsonValue, ThinkingBlock, ToolUseBlock, assistant, tool_result, user
+from forkagent.messages import (
+    AssistantMessage,
+    JsonValue,
+    ThinkingBlock,
+    ToolUseBlock,
+    assistant,
+    tool_result,
+    user,
+)
 from forkagent.models import Model, TextDelta, ThinkingDelta, ToolUseStarted
 from forkagent.models.emulator import EmulatorModel
 from forkagent.models.openai_responses import (
@@ -350,3 +359,28 @@ async def test_the_emulator_model_speaks_the_family_default(emulator: Emulator) 
     assert emulator.log[-1].route == "/v1/chat/completions"
     with pytest.raises(ConfigurationError):
         EmulatorModel("gpt-5", emulator, api="chat", chain=True)
+
+
+def test_siblings_of_one_reply_share_their_items() -> None:
+    """The parent's items and the 12 placeholder outputs are rendered once for the family;
+    each child's own user item (rules and directive) is its own."""
+    calls = tuple(ToolUseBlock(id=f"call_{n}", name="Agent", input={"n": n}) for n in range(12))
+    base = fork_base((user("Split it."), AssistantMessage(content=calls)))
+    inputs = []
+    for directive in ("first", "second"):
+        child = ModelRequest(model="gpt-5", messages=fork_from(base, directive).messages)
+        body = render_request(child)
+        assert body == render_request(child)  # the same from the warm caches
+        inputs.append(wire(body)["input"])
+    a, b = inputs
+    assert [item.get("type", item.get("role")) for item in a] == (
+        ["user"] + ["function_call"] * 12 + ["function_call_output"] * 12 + ["user"]
+    )
+    assert all(x is y for x, y in zip(a[:-1], b[:-1], strict=True))
+    assert a[13] == {
+        "type": "function_call_output",
+        "call_id": "call_0",
+        "output": FORK_PLACEHOLDER,
+    }
+    assert [p["text"] for p in a[-1]["content"]] == [FORK_RULES, "Directive:\nfirst"]
+    assert [p["text"] for p in b[-1]["content"]] == [FORK_RULES, "Directive:\nsecond"]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal, TypeAlias, Unpack
 
 from .._spec import split_base_url
@@ -56,6 +57,7 @@ from ._adapter import AdapterModel
 from ._cache import ResponseIds
 from ._json import as_dict, as_int, as_list, as_str, compact, get_int, parse_arguments
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
+from ._shared import HEAD_MIN, SharedHeads, SharedRenderings
 from ._transport import Body, ClientOptions, Transport
 from .base import (
     Model,
@@ -165,28 +167,65 @@ def _tool_choice(choice: str) -> JsonValue:
 
 
 def render_items(messages: Sequence[Message]) -> list[JsonValue]:
-    """Input items for a stretch of history; each message's items depend on it alone."""
+    """Input items for a stretch of history; each message's items depend on it alone, so
+    they are rendered once for every request that sends the message (``_ITEMS``)."""
     items: list[JsonValue] = []
     for message in messages:
-        if isinstance(message, UserMessage):
-            items += _user_items(message)
-        else:
-            items += _assistant_items(message)
+        items += _ITEMS.get(message, _message_items)
     return items
 
 
-def _user_items(message: UserMessage) -> list[Body]:
-    out: list[Body] = []
+def _message_items(message: Message) -> tuple[Body, ...]:
+    if isinstance(message, UserMessage):
+        return _user_items(message.content).items()
+    return tuple(_assistant_items(message))
+
+
+@dataclass(frozen=True, slots=True)
+class _UserItems:
+    """A user message's blocks rendered: tool outputs, and the parts of its user item."""
+
+    outputs: tuple[Body, ...]
+    parts: tuple[Body, ...]
+
+    def plus(self, more: _UserItems) -> _UserItems:
+        return _UserItems(self.outputs + more.outputs, self.parts + more.parts)
+
+    def items(self) -> tuple[Body, ...]:
+        if not self.parts:
+            return self.outputs
+        only_text = len(self.parts) == 1 and self.parts[0]["type"] == "input_text"
+        content: JsonValue = self.parts[0]["text"] if only_text else list(self.parts)
+        return (*self.outputs, {"role": "user", "content": content})
+
+
+_ITEMS: SharedRenderings[Message, tuple[Body, ...]] = SharedRenderings()
+"""Each message's items, rendered once: siblings and successive turns send the same objects."""
+_USER_HEADS: SharedHeads[ContentBlock, _UserItems] = SharedHeads()
+"""A long user message's blocks but its last, rendered once: every child of a reply with N
+tool calls ends with the same N placeholder outputs and the rules, then its own directive."""
+
+
+def _user_items(blocks: tuple[ContentBlock, ...]) -> _UserItems:
+    """``blocks`` rendered, a long tuple's head taken from ``_USER_HEADS`` (O(1) in its length)."""
+    if len(blocks) <= HEAD_MIN:
+        return _render_user(blocks)
+    head = _USER_HEADS.find(blocks)
+    if head is None:
+        head = _render_user(blocks[:-1])
+        _USER_HEADS.keep(blocks, head)
+    return head.plus(_render_user(blocks[-1:]))
+
+
+def _render_user(blocks: tuple[ContentBlock, ...]) -> _UserItems:
+    outputs: list[Body] = []
     parts: list[Body] = []
-    for block in message.content:
+    for block in blocks:
         if isinstance(block, ToolResultBlock):
-            out.append(_tool_output(block))
+            outputs.append(_tool_output(block))
         elif isinstance(block, TextBlock | ImageBlock):
             parts.append(_input_part(block))
-    if parts:
-        only_text = len(parts) == 1 and parts[0]["type"] == "input_text"
-        out.append({"role": "user", "content": parts[0]["text"] if only_text else parts})
-    return out
+    return _UserItems(tuple(outputs), tuple(parts))
 
 
 def _tool_output(block: ToolResultBlock) -> Body:
