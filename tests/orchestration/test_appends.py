@@ -89,6 +89,24 @@ def test_without_a_helper_the_appends_are_made_before_append_returns(
     appends.close()
 
 
+def test_an_executable_that_cannot_run_the_helper_means_writing_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``sys.executable`` is some embedding server's binary: it starts, then ends."""
+    fake = tmp_path / "server"
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    appends = BackgroundAppends()
+    path = tmp_path / "t.jsonl"
+    with caplog.at_level(logging.WARNING):
+        appends.append(str(path), b"kept\n", fsync=False, create=True)
+    assert appends.helper_pid is None
+    assert path.read_bytes() == b"kept\n"
+    assert "did not start" in caplog.text
+    appends.close()
+
+
 def test_a_helper_that_dies_fails_every_later_append_instead_of_hanging(
     tmp_path: Path, appends: BackgroundAppends
 ) -> None:

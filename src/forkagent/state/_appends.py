@@ -9,11 +9,10 @@ So the appends go to one helper process per Python process, through a pipe:
 the loop's share is one ``write`` to the pipe; the helper makes the system
 calls on its own interpreter, in the order they were sent.
 
-The helper runs this file as a script (``python -I -S``: standard library
-only, nothing from the working directory or the environment). It drains the
-pipe to the end, so lines sent before the sending process dies (even by
-SIGKILL) still reach their files. Where no helper can be started, the appends
-are made on the caller's thread instead: slower, never lost.
+The helper is ``_append_helper`` run as a script. It drains the pipe to the
+end, so lines sent before the sending process dies (even by SIGKILL) still
+reach their files. Where no helper can be started, the appends are made on
+the caller's thread instead: slower, never lost.
 """
 
 from __future__ import annotations
@@ -24,72 +23,33 @@ import fcntl
 import logging
 import os
 import select
-import signal
-import struct
 import subprocess
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import suppress
-from typing import BinaryIO
+from typing import IO
+
+from . import _append_helper
+from ._append_helper import (
+    APPEND,
+    CREATE,
+    FORGET,
+    FSYNC,
+    READY,
+    REPLY,
+    REQUEST,
+    SYNC,
+    SYNCED,
+    OpenFiles,
+    read_exactly,
+)
 
 logger = logging.getLogger(__name__)
 
-APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
-
-_REQUEST = struct.Struct("!BBII")
-"""To the helper: kind, flags, path length, data length; then the path and the data."""
-_REPLY = struct.Struct("!BQI")
-"""From the helper: kind, number, message length; then the message."""
-_APPEND, _SYNC, _FORGET = 0, 1, 2
-_FSYNC, _CREATE = 1, 2
 _PIPE_SIZE = 1 << 20
-_SYNCED, _FAILED = 0, 1
-
-
-class OpenFiles:
-    """The files written last, kept open (at most ``limit``), the oldest closed first.
-
-    An agent writes a few lines in a row (its header, history and status as it
-    starts; usage, cache report and reply as a response lands): opening the
-    file once for them is most of the cost of a line. The limit keeps a tree of
-    thousands of agents far below any open-file limit.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._open: OrderedDict[str, int] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def append(self, path: str, data: bytes, *, fsync: bool, create: bool) -> None:
-        """Write ``data`` at the end of ``path`` (whole, retrying short writes).
-
-        ``create``: make the file if it is not there (a writer's first line). Otherwise a
-        file removed since is an error, not a new file without the lines before.
-        """
-        with self._lock:
-            fd = self._open.pop(path, None)
-            if fd is not None and os.fstat(fd).st_nlink == 0:  # removed while held open
-                os.close(fd)
-                fd = None
-            if fd is None:
-                fd = os.open(path, APPEND_FLAGS | (os.O_CREAT if create else 0), 0o600)
-            self._open[path] = fd
-            while len(self._open) > self._limit:
-                os.close(self._open.popitem(last=False)[1])
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if fsync:
-                os.fsync(fd)
-
-    def release(self, path: str) -> None:
-        """Close ``path`` if it is open."""
-        with self._lock:
-            fd = self._open.pop(path, None)
-            if fd is not None:
-                os.close(fd)
+_START_SECONDS = 10.0
+"""How long a new helper may take to say it runs (a cold interpreter on a busy machine)."""
 
 
 OPEN_FILES = OpenFiles(limit=16)
@@ -191,8 +151,8 @@ class BackgroundAppends:
         if self._helper is None:
             OPEN_FILES.append(path, data, fsync=fsync, create=create)
             return
-        flags = (_FSYNC if fsync else 0) | (_CREATE if create else 0)
-        self._send(_APPEND, os.fsencode(path), data, flags)
+        flags = (FSYNC if fsync else 0) | (CREATE if create else 0)
+        self._send(APPEND, os.fsencode(path), data, flags)
 
     def flush(self) -> None:
         """Wait until every append sent so far is made (or the helper is gone)."""
@@ -201,7 +161,7 @@ class BackgroundAppends:
         with self._state:
             if self._helper is None or self._made >= target or self._broken is not None:
                 return
-        self._send(_SYNC, b"", target.to_bytes(8, "big"), 0)
+        self._send(SYNC, b"", target.to_bytes(8, "big"), 0)
         with self._state:
             self._state.wait_for(lambda: self._made >= target or self._broken is not None)
 
@@ -215,7 +175,7 @@ class BackgroundAppends:
         with self._state:
             error = self._failed.pop(path, None)
         if error is not None:
-            self._send(_FORGET, os.fsencode(path), b"", 0)
+            self._send(FORGET, os.fsencode(path), b"", 0)
         return error
 
     def forget_helper(self) -> None:
@@ -247,7 +207,7 @@ class BackgroundAppends:
             self._started = True
             try:
                 helper = subprocess.Popen(
-                    [sys.executable, "-I", "-S", __file__],
+                    [sys.executable, "-I", "-S", _append_helper.__file__],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     close_fds=True,
@@ -258,6 +218,8 @@ class BackgroundAppends:
                 return
             assert helper.stdin is not None
             assert helper.stdout is not None
+            if not _says_ready(helper):
+                return
             self._outbox = _Outbox(os.dup(helper.stdin.fileno()), self._lose_helper)
             helper.stdin.close()
             self._helper = helper
@@ -275,7 +237,7 @@ class BackgroundAppends:
         its end: each write wakes the helper, and waking a process on the other processor
         cost the loop 20 to 30 us a time here (six lines per fork).
         """
-        request = _REQUEST.pack(kind, flags, len(path), len(data)) + path + data
+        request = REQUEST.pack(kind, flags, len(path), len(data)) + path + data
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -283,10 +245,10 @@ class BackgroundAppends:
         with self._sending:
             if self._broken is not None or self._outbox is None:
                 return
-            if kind == _APPEND:
+            if kind == APPEND:
                 self._sent += 1
             self._queued.append(request)
-            if loop is not None and kind == _APPEND:
+            if loop is not None and kind == APPEND:
                 if self._push_loop is not loop:
                     self._push_loop = loop
                     loop.call_soon(self._push)
@@ -308,12 +270,12 @@ class BackgroundAppends:
                 error = exc
         self._lose_helper(error)
 
-    def _read_replies(self, replies: BinaryIO) -> None:
-        while header := _read_exactly(replies, _REPLY.size):
-            kind, number, length = _REPLY.unpack(header)
-            message = _read_exactly(replies, length)
+    def _read_replies(self, replies: IO[bytes]) -> None:
+        while header := read_exactly(replies, REPLY.size):
+            kind, number, length = REPLY.unpack(header)
+            message = read_exactly(replies, length)
             with self._state:
-                if kind == _SYNCED:
+                if kind == SYNCED:
                     self._made = max(self._made, number)
                 else:
                     path, _, reason = message.decode("utf-8", "replace").partition("\0")
@@ -331,53 +293,29 @@ class BackgroundAppends:
             self._state.notify_all()
 
 
-def _read_exactly(stream: BinaryIO, size: int) -> bytes:
-    """``size`` bytes from ``stream``, or b"" at its end."""
-    data = b""
-    while len(data) < size:
-        chunk = stream.read(size - len(data))
-        if not chunk:
-            return b""
-        data += chunk
-    return data
+def _says_ready(helper: subprocess.Popen[bytes]) -> bool:
+    """Wait for a new helper's first word; without it, end it and write in this process.
 
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    ``sys.executable`` is not always a Python that can run this file (an embedding
+    server's own binary): such a helper would end at once, and every line after with it.
+    """
+    assert helper.stdout is not None
+    ready, _, _ = select.select((helper.stdout,), (), (), _START_SECONDS)
+    first = read_exactly(helper.stdout, REPLY.size) if ready else b""
+    if first and REPLY.unpack(first)[0] == READY:
+        return True
+    logger.warning(
+        "the transcript helper (%s) did not start: writing on the caller's thread",
+        sys.executable,
+    )
+    helper.kill()
+    helper.wait()
+    for stream in (helper.stdin, helper.stdout):
+        if stream is not None:
+            stream.close()
+    return False
 
 
 BACKGROUND = BackgroundAppends()
 os.register_at_fork(after_in_child=BACKGROUND.forget_helper)
 atexit.register(BACKGROUND.close)
-
-
-def _serve(requests: BinaryIO, replies: int) -> None:
-    """The helper's loop: make each append in order; answer syncs; report failures."""
-    files = OpenFiles(limit=16)
-    failed: set[str] = set()
-    while header := _read_exactly(requests, _REQUEST.size):
-        kind, flags, path_length, length = _REQUEST.unpack(header)
-        path = os.fsdecode(_read_exactly(requests, path_length)) if path_length else ""
-        data = _read_exactly(requests, length) if length else b""
-        if kind == _SYNC:
-            _reply(replies, _SYNCED, int.from_bytes(data, "big"), b"")
-        elif kind == _FORGET:
-            failed.discard(path)
-        elif path not in failed:
-            try:
-                files.append(path, data, fsync=bool(flags & _FSYNC), create=bool(flags & _CREATE))
-            except OSError as exc:
-                failed.add(path)
-                reason = os.fsencode(path) + b"\0" + str(exc.strerror or exc).encode()
-                _reply(replies, _FAILED, exc.errno or 0, reason)
-
-
-def _reply(replies: int, kind: int, number: int, message: bytes) -> None:
-    _write_all(replies, _REPLY.pack(kind, number, len(message)) + message)
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # it ends when the pipe does, drained
-    _serve(sys.stdin.buffer, sys.stdout.fileno())
