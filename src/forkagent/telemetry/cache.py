@@ -233,18 +233,25 @@ def block_sizes(
 ) -> list[int]:
     """The canonical JSON size of each block of ``request``, in ``request_blocks`` order.
 
-    ``known`` is an earlier request and its sizes: when ``request`` extends it,
-    only the messages it adds are rendered.
+    ``known`` is an earlier request and its sizes: when ``request`` extends it
+    (``extends``: its last message may be cut, as a family's shared part is),
+    only the blocks it adds are rendered.
     """
-    if known is None or not _extends_whole(known[0], request):
+    if known is None or not extends(known[0], request):
         return [len(block.data) for block in request_blocks(request)]
     earlier, sizes = known
     out = list(sizes)
-    added = request.messages[len(earlier.messages) :]
+    count = len(earlier.messages)
+    messages = request.messages
+    if count:  # the rest of a cut last message: what a sibling adds to its family's part
+        rest = messages[count - 1].content[len(earlier.messages[-1].content) :]
+        if rest:
+            out += _sizes(messages[count - 1].role, rest, keep_last=count < len(messages))
+    added = messages[count:]
     for message in added[:-1]:
-        out += _MESSAGE_SIZES.get(message, _sizes)
+        out += _MESSAGE_SIZES.get(message, _message_sizes)
     if added:  # the request's own new message: measured, not kept (it comes once)
-        out += _sizes(added[-1], keep_last=False)
+        out += _sizes(added[-1].role, added[-1].content, keep_last=False)
     return out
 
 
@@ -260,10 +267,12 @@ _HEAD_SIZES: SharedHeads[ContentBlock, tuple[str, list[int]]] = SharedHeads()
 message is new, but starts with the family's placeholders and rules (the same objects)."""
 
 
-def _sizes(message: Message, *, keep_last: bool = True) -> list[int]:
-    """``keep_last=False``: the message's last block is measured without being kept."""
-    role = message.role
-    blocks = message.content
+def _message_sizes(message: Message) -> list[int]:
+    return _sizes(message.role, message.content)
+
+
+def _sizes(role: str, blocks: tuple[ContentBlock, ...], *, keep_last: bool = True) -> list[int]:
+    """``keep_last=False``: the last block is measured without being kept."""
     head = _HEAD_SIZES.find(blocks)
     if head is None or head[0] != role:
         if len(blocks) <= HEAD_MIN:
@@ -309,14 +318,6 @@ def extends(previous: ModelRequest, current: ModelRequest) -> bool:
     last = len(before) - 1
     # Tuples compare item by item in C, each identical item at once (equal ones render alike).
     return before[:last] == after[:last] and _starts(before[last], after[last])
-
-
-def _extends_whole(previous: ModelRequest, current: ModelRequest) -> bool:
-    """``extends``, with ``previous``'s last message whole (not only its first blocks)."""
-    count = len(previous.messages)
-    return extends(previous, current) and (
-        count == 0 or previous.messages[-1] is current.messages[count - 1]
-    )
 
 
 def _starts(cut: Message, whole: Message) -> bool:

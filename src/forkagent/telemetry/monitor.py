@@ -67,6 +67,8 @@ class _Family:
     entry the others read."""
     shared: ModelRequest | None = None
     """The leader's request cut to what siblings share (``shared_part``), made once."""
+    shared_sizes: list[int] | None = None
+    """The shared part's block sizes, measured once: a sibling measures only what it adds."""
 
 
 @dataclass(slots=True)
@@ -193,11 +195,7 @@ class CacheMonitor:
     def _explain(self, agent: _Agent, sent: _Sent, response: ModelResponse) -> CacheReport:
         profile = self._profiles.get(sent.request.model, self._default)
         source = self._source(agent, sent)
-        known = agent.last or agent.base
-        sent.sizes = block_sizes(
-            sent.request,
-            None if known is None or known.sizes is None else (known.request, known.sizes),
-        )
+        sent.sizes = block_sizes(sent.request, self._known(agent))
         return explain(
             None if source is None else source.request,
             sent.request,
@@ -210,6 +208,21 @@ class CacheMonitor:
             sizes=sent.sizes,
             previous_tokens=_whole_prompt_tokens(source),
         )
+
+    def _known(self, agent: _Agent) -> tuple[ModelRequest, list[int]] | None:
+        """An earlier request the agent's new one likely extends, with its block sizes.
+
+        A sibling's is its family's shared part (the same for every sibling), measured
+        once; any other agent's, its last request, or its parent's.
+        """
+        known = agent.last or agent.base
+        sized = None if known is None or known.sizes is None else (known.request, known.sizes)
+        family = agent.family
+        if agent.last is not None or family is None or family.shared is None:
+            return sized
+        if family.shared_sizes is None:
+            family.shared_sizes = block_sizes(family.shared, sized)
+        return family.shared, family.shared_sizes
 
     def _source(self, agent: _Agent, sent: _Sent) -> _Source | None:
         """The request whose cache entry ``sent`` should have read."""
