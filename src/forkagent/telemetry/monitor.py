@@ -32,7 +32,7 @@ from ..events import (
 from ..models.base import ModelProfile, ModelResponse
 from ..requests import ModelRequest
 from ..usage import Usage
-from .cache import CacheReport, block_sizes, explain
+from .cache import CacheReport, block_sizes, explain, extension_sizes
 
 logger = logging.getLogger("forkagent.cache")
 
@@ -195,7 +195,13 @@ class CacheMonitor:
     def _explain(self, agent: _Agent, sent: _Sent, response: ModelResponse) -> CacheReport:
         profile = self._profiles.get(sent.request.model, self._default)
         source = self._source(agent, sent)
-        sent.sizes = block_sizes(sent.request, self._known(agent))
+        known = self._known(agent)
+        sizes = None if known is None else extension_sizes(sent.request, known)
+        sent.sizes = block_sizes(sent.request) if sizes is None else sizes
+        prefix = None
+        if sizes is not None and known is not None and source is not None:
+            # Measured from the source itself: the prefix they share is proven already.
+            prefix = len(known[1]) if source.request is known[0] else None
         return explain(
             None if source is None else source.request,
             sent.request,
@@ -207,6 +213,7 @@ class CacheMonitor:
             compared_with=None if source is None else source.label,
             sizes=sent.sizes,
             previous_tokens=_whole_prompt_tokens(source),
+            prefix_blocks=prefix,
         )
 
     def _known(self, agent: _Agent) -> tuple[ModelRequest, list[int]] | None:
