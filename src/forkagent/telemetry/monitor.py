@@ -170,7 +170,8 @@ class CacheMonitor:
             return
         parent = self._agents.get(event.parent_id or "")
         agent.base = parent.last if parent else None
-        agent.family = self._families.setdefault((event.parent_id, agent.base), _Family())
+        key = (event.parent_id, agent.base)
+        agent.family = self._families.get(key) or self._families.setdefault(key, _Family())
 
     def _answered(self, event: ResponseReceived) -> None:
         agent = self._agent(event.agent_id)
@@ -179,21 +180,22 @@ class CacheMonitor:
             return
         sent.answered_at, agent.pending = self._clock(), None
         sent.prompt_tokens = event.response.usage.prompt_tokens
-        report = self._explain(agent, sent, event.response)
+        profile = self._profiles.get(sent.request.model, self._default)
+        report = self._explain(agent, sent, event.response, profile)
         first_turn = agent.last is None
         agent.last = sent
         explained = CacheReported(event.agent_id, event.turn, report)
         self._explained.append(explained)
-        caches = self._profiles.get(sent.request.model, self._default).caches
-        if agent.kind == "fork" and first_turn and caches:
+        if agent.kind == "fork" and first_turn and profile.caches:
             self._check_break(event.agent_id, event.response.usage, report)
         elif report.status == "miss":
             logger.info("agent %s turn %d: %s", event.agent_id, event.turn, report.summary)
         if self._on_report is not None:
             self._on_report(explained)
 
-    def _explain(self, agent: _Agent, sent: _Sent, response: ModelResponse) -> CacheReport:
-        profile = self._profiles.get(sent.request.model, self._default)
+    def _explain(
+        self, agent: _Agent, sent: _Sent, response: ModelResponse, profile: ModelProfile
+    ) -> CacheReport:
         source = self._source(agent, sent)
         known = self._known(agent)
         sizes = None if known is None else extension_sizes(sent.request, known)
