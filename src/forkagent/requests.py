@@ -103,8 +103,12 @@ class ModelRequest(_Frozen):
         return canonical_json(self.model_dump(mode="json"))
 
 
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+"""One encoder for every call: ``json.dumps`` with options builds a new one each time."""
+
+
 def canonical_json(value: JsonValue) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return _CANONICAL.encode(value).encode()
 
 
 @dataclass(frozen=True, slots=True)

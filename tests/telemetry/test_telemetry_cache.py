@@ -19,7 +19,7 @@ from forkagent.messages import (
 )
 from forkagent.models.base import ModelProfile
 from forkagent.requests import ModelRequest, ModelSettings, ToolSpec, request_blocks
-from forkagent.telemetry.cache import block_sizes, explain
+from forkagent.telemetry.cache import block_sizes, explain, extension_sizes
 from forkagent.usage import Usage
 
 MODEL = "claude-sonnet-4-6"
@@ -306,3 +306,19 @@ def test_block_sizes_of_siblings_with_a_long_shared_head() -> None:
         forked = fork_from(base, directive)
         child = request(*forked.messages)
         assert block_sizes(child, known) == [len(b.data) for b in request_blocks(child)]
+
+
+@pytest.mark.parametrize("usage", [WARM, COLD])
+def test_a_prefix_proven_by_extension_sizes_gives_the_same_report(usage: Usage) -> None:
+    """The monitor passes ``prefix_blocks`` when it measured a request from the one it
+    compares with: the report is the one a full comparison gives."""
+    known = (PREVIOUS, block_sizes(PREVIOUS))
+    sizes = extension_sizes(NEXT, known)
+    assert sizes == [len(b.data) for b in request_blocks(NEXT)]
+
+    proven = explain(
+        PREVIOUS, NEXT, usage, profile=ANTHROPIC, sizes=sizes, prefix_blocks=len(known[1])
+    )
+
+    assert proven == explain(PREVIOUS, NEXT, usage, profile=ANTHROPIC)
+    assert extension_sizes(request(user("Somewhere else entirely.")), known) is None

@@ -9,8 +9,9 @@ import pytest
 from forkagent.events import AgentStarted, Event, RequestSent, ResponseReceived
 from forkagent.messages import Message, TextBlock, ToolUseBlock, assistant, tool_result, user
 from forkagent.models.base import ModelProfile, ModelResponse
-from forkagent.requests import BlockPosition, ModelRequest
+from forkagent.requests import BlockPosition, ModelRequest, request_blocks
 from forkagent.telemetry import CacheMonitor, CacheReported
+from forkagent.telemetry.cache import block_sizes
 from forkagent.telemetry.monitor import shared_part
 from forkagent.usage import Usage
 
@@ -204,3 +205,19 @@ def test_the_shared_part_ends_at_the_marked_block() -> None:
     ]
     assert shared.shared_prefix_end is None
     assert shared_part(request(*PARENT_HISTORY, user("x"))).messages == PARENT_HISTORY
+
+
+def test_siblings_are_measured_from_their_familys_shared_part() -> None:
+    """The shared part ends in a cut message: a sibling's sizes add only the blocks after
+    the cut, and equal what ``request_blocks`` renders; a request that leaves the shared
+    part is measured whole."""
+    shared = shared_part(fork_request("check module A"))
+    known = (shared, block_sizes(shared))
+
+    for child in (
+        fork_request("check module B"),
+        fork_request("check module C"),
+        request(*shared.messages),
+        fork_request("check module D", system="Another system prompt."),
+    ):
+        assert block_sizes(child, known) == [len(b.data) for b in request_blocks(child)]

@@ -141,6 +141,7 @@ def explain(
     hit_fraction: float = HIT_FRACTION,
     sizes: Sequence[int] | None = None,
     previous_tokens: int | None = None,
+    prefix_blocks: int | None = None,
 ) -> CacheReport:
     """Explain how ``current`` used the cache that ``previous`` should have left.
 
@@ -153,7 +154,10 @@ def explain(
     each of ``current``'s blocks (``block_sizes``), saves rendering them again.
     ``previous_tokens``, the prompt size ``previous``'s response reported: when
     ``current`` extends it and read at least that much, it is a hit by count,
-    not by an estimate from sizes.
+    not by an estimate from sizes. ``prefix_blocks``, when the caller has found
+    that ``current`` extends ``previous`` (``extension_sizes`` with ``previous``
+    as the known request), is ``previous``'s block count: the prefix is not
+    compared again.
     """
     sizes = block_sizes(current) if sizes is None else sizes
     per_byte = _tokens_per_byte(usage, sum(sizes))
@@ -162,8 +166,12 @@ def explain(
         prompt = usage.prompt_tokens or round(sum(sizes) * per_byte)
         return report.build("cold", 0, _minimum_findings(prompt, profile, "the prompt"))
     compared, settings = _settings_change(previous, current)
-    difference = None if extends(compared, current) else first_difference(compared, current)
-    expected = round(sum(sizes[: _shared_blocks(compared, difference)]) * per_byte)
+    if prefix_blocks is not None and settings is None:
+        difference, shared = None, prefix_blocks
+    else:
+        difference = None if extends(compared, current) else first_difference(compared, current)
+        shared = _shared_blocks(compared, difference)
+    expected = round(sum(sizes[:shared]) * per_byte)
     if difference is None and previous_tokens and usage.cache_read_tokens >= previous_tokens:
         return report.build("hit", previous_tokens, [])
     if difference is not None:
@@ -234,17 +242,33 @@ def block_sizes(
     """The canonical JSON size of each block of ``request``, in ``request_blocks`` order.
 
     ``known`` is an earlier request and its sizes: when ``request`` extends it,
-    only the messages it adds are rendered.
+    only the blocks it adds are rendered (``extension_sizes``).
     """
-    if known is None or not _extends_whole(known[0], request):
-        return [len(block.data) for block in request_blocks(request)]
+    sizes = None if known is None else extension_sizes(request, known)
+    return [len(block.data) for block in request_blocks(request)] if sizes is None else sizes
+
+
+def extension_sizes(
+    request: ModelRequest, known: tuple[ModelRequest, Sequence[int]]
+) -> list[int] | None:
+    """``block_sizes`` of ``request`` from ``known`` (an earlier request and its sizes),
+    rendering only the blocks it adds; None when ``request`` does not extend it (``extends``:
+    its last message may be cut, as a family's shared part is)."""
     earlier, sizes = known
+    if not extends(earlier, request):
+        return None
     out = list(sizes)
-    added = request.messages[len(earlier.messages) :]
+    count = len(earlier.messages)
+    messages = request.messages
+    if count:  # the rest of a cut last message: what a sibling adds to its family's part
+        rest = messages[count - 1].content[len(earlier.messages[-1].content) :]
+        if rest:
+            out += _sizes(messages[count - 1].role, rest, keep_last=count < len(messages))
+    added = messages[count:]
     for message in added[:-1]:
-        out += _MESSAGE_SIZES.get(message, _sizes)
+        out += _MESSAGE_SIZES.get(message, _message_sizes)
     if added:  # the request's own new message: measured, not kept (it comes once)
-        out += _sizes(added[-1], keep_last=False)
+        out += _sizes(added[-1].role, added[-1].content, keep_last=False)
     return out
 
 
@@ -260,10 +284,12 @@ _HEAD_SIZES: SharedHeads[ContentBlock, tuple[str, list[int]]] = SharedHeads()
 message is new, but starts with the family's placeholders and rules (the same objects)."""
 
 
-def _sizes(message: Message, *, keep_last: bool = True) -> list[int]:
-    """``keep_last=False``: the message's last block is measured without being kept."""
-    role = message.role
-    blocks = message.content
+def _message_sizes(message: Message) -> list[int]:
+    return _sizes(message.role, message.content)
+
+
+def _sizes(role: str, blocks: tuple[ContentBlock, ...], *, keep_last: bool = True) -> list[int]:
+    """``keep_last=False``: the last block is measured without being kept."""
     head = _HEAD_SIZES.find(blocks)
     if head is None or head[0] != role:
         if len(blocks) <= HEAD_MIN:
@@ -309,14 +335,6 @@ def extends(previous: ModelRequest, current: ModelRequest) -> bool:
     last = len(before) - 1
     # Tuples compare item by item in C, each identical item at once (equal ones render alike).
     return before[:last] == after[:last] and _starts(before[last], after[last])
-
-
-def _extends_whole(previous: ModelRequest, current: ModelRequest) -> bool:
-    """``extends``, with ``previous``'s last message whole (not only its first blocks)."""
-    count = len(previous.messages)
-    return extends(previous, current) and (
-        count == 0 or previous.messages[-1] is current.messages[count - 1]
-    )
 
 
 def _starts(cut: Message, whole: Message) -> bool:

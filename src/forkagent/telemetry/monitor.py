@@ -32,7 +32,7 @@ from ..events import (
 from ..models.base import ModelProfile, ModelResponse
 from ..requests import ModelRequest
 from ..usage import Usage
-from .cache import CacheReport, block_sizes, explain
+from .cache import CacheReport, block_sizes, explain, extension_sizes
 
 logger = logging.getLogger("forkagent.cache")
 
@@ -67,6 +67,8 @@ class _Family:
     entry the others read."""
     shared: ModelRequest | None = None
     """The leader's request cut to what siblings share (``shared_part``), made once."""
+    shared_sizes: list[int] | None = None
+    """The shared part's block sizes, measured once: a sibling measures only what it adds."""
 
 
 @dataclass(slots=True)
@@ -168,7 +170,8 @@ class CacheMonitor:
             return
         parent = self._agents.get(event.parent_id or "")
         agent.base = parent.last if parent else None
-        agent.family = self._families.setdefault((event.parent_id, agent.base), _Family())
+        key = (event.parent_id, agent.base)
+        agent.family = self._families.get(key) or self._families.setdefault(key, _Family())
 
     def _answered(self, event: ResponseReceived) -> None:
         agent = self._agent(event.agent_id)
@@ -177,27 +180,30 @@ class CacheMonitor:
             return
         sent.answered_at, agent.pending = self._clock(), None
         sent.prompt_tokens = event.response.usage.prompt_tokens
-        report = self._explain(agent, sent, event.response)
+        profile = self._profiles.get(sent.request.model, self._default)
+        report = self._explain(agent, sent, event.response, profile)
         first_turn = agent.last is None
         agent.last = sent
         explained = CacheReported(event.agent_id, event.turn, report)
         self._explained.append(explained)
-        caches = self._profiles.get(sent.request.model, self._default).caches
-        if agent.kind == "fork" and first_turn and caches:
+        if agent.kind == "fork" and first_turn and profile.caches:
             self._check_break(event.agent_id, event.response.usage, report)
         elif report.status == "miss":
             logger.info("agent %s turn %d: %s", event.agent_id, event.turn, report.summary)
         if self._on_report is not None:
             self._on_report(explained)
 
-    def _explain(self, agent: _Agent, sent: _Sent, response: ModelResponse) -> CacheReport:
-        profile = self._profiles.get(sent.request.model, self._default)
+    def _explain(
+        self, agent: _Agent, sent: _Sent, response: ModelResponse, profile: ModelProfile
+    ) -> CacheReport:
         source = self._source(agent, sent)
-        known = agent.last or agent.base
-        sent.sizes = block_sizes(
-            sent.request,
-            None if known is None or known.sizes is None else (known.request, known.sizes),
-        )
+        known = self._known(agent)
+        sizes = None if known is None else extension_sizes(sent.request, known)
+        sent.sizes = block_sizes(sent.request) if sizes is None else sizes
+        prefix = None
+        if sizes is not None and known is not None and source is not None:
+            # Measured from the source itself: the prefix they share is proven already.
+            prefix = len(known[1]) if source.request is known[0] else None
         return explain(
             None if source is None else source.request,
             sent.request,
@@ -209,7 +215,23 @@ class CacheMonitor:
             compared_with=None if source is None else source.label,
             sizes=sent.sizes,
             previous_tokens=_whole_prompt_tokens(source),
+            prefix_blocks=prefix,
         )
+
+    def _known(self, agent: _Agent) -> tuple[ModelRequest, list[int]] | None:
+        """An earlier request the agent's new one likely extends, with its block sizes.
+
+        A sibling's is its family's shared part (the same for every sibling), measured
+        once; any other agent's, its last request, or its parent's.
+        """
+        known = agent.last or agent.base
+        sized = None if known is None or known.sizes is None else (known.request, known.sizes)
+        family = agent.family
+        if agent.last is not None or family is None or family.shared is None:
+            return sized
+        if family.shared_sizes is None:
+            family.shared_sizes = block_sizes(family.shared, sized)
+        return family.shared, family.shared_sizes
 
     def _source(self, agent: _Agent, sent: _Sent) -> _Source | None:
         """The request whose cache entry ``sent`` should have read."""
