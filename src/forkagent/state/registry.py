@@ -844,7 +844,7 @@ _Queue: TypeAlias = "queue.SimpleQueue[_Change | Callable[[], object] | None]"
 
 
 _CLOSING: set[threading.Thread] = set()
-"""Writer threads whose rows are written but whose connection may still be closing."""
+"""Writer threads not yet ended: ``close`` does not wait for one to close its connection."""
 
 
 @atexit.register
