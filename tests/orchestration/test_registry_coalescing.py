@@ -280,6 +280,32 @@ def test_rows_beyond_one_statement_and_a_refused_one_among_them(
     assert "agent 'a7': refused by the test" in caplog.text
 
 
+def test_a_large_drain_reuses_a_few_statements_of_a_power_of_two_rows(
+    registry: SpyRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Preparing a statement costs SQLite more than its rows: sizes repeat, so they are reused."""
+    sizes: list[int] = []
+    insert_sql = registry_module._insert_sql
+
+    def spy(count: int) -> str:
+        sizes.append(count)
+        return insert_sql(count)
+
+    monkeypatch.setattr(registry_module, "_insert_sql", spy)
+    writer = RegistryWriter(registry)
+    for first, count in ((0, 1000), (1000, 777)):  # two drains of different sizes
+        with one_batch(writer):
+            for n in range(first, first + count):
+                writer.register(record(f"a{n}"))
+    writer.close()
+
+    assert len(registry.list(limit=None)) == 1777
+    assert sum(sizes) == 1777
+    assert set(sizes) <= {1, 2, 4, 8, 16, 32, 64}
+    assert sizes.count(64) == 1000 // 64 + 777 // 64
+    assert len(sizes) <= 1777 // 64 + 2 * 6  # plus at most one of each smaller size per drain
+
+
 def test_the_writer_refuses_a_bad_change_on_the_callers_thread(registry: SpyRegistry) -> None:
     writer = RegistryWriter(registry)
     with pytest.raises(TypeError, match="no updatable field colour"):
@@ -391,6 +417,43 @@ def test_writes_after_a_close_that_did_not_wait_keep_their_order(tmp_path: Path)
     assert len(registry.list(limit=None)) == 50
 
 
+class SlowToCloseRegistry(SpyRegistry):
+    """Its writer thread's connection takes until ``go`` is set to close (a slow checkpoint)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.go = threading.Event()
+
+    @contextmanager
+    def keeping_connection(self) -> Iterator[None]:
+        with super().keeping_connection():
+            try:
+                yield
+            finally:
+                self.go.wait(30)
+
+
+def test_close_returns_once_the_rows_are_written_not_when_the_connection_is_closed(
+    tmp_path: Path,
+) -> None:
+    registry = SlowToCloseRegistry(tmp_path / "registry.db")
+    writer = RegistryWriter(registry)
+    for n in range(20):
+        writer.register(record(f"a{n}"))
+        writer.finish(f"a{n}", "completed")
+    closing_thread = next(t for t in threading.enumerate() if t.name == "forkagent-registry")
+    writer.close()
+
+    assert closing_thread.is_alive()  # still closing its connection
+    assert {r.status for r in Registry(registry.path).list(limit=None)} == {"completed"}
+    writer.register(record("later"))  # a new thread: its rows come after the first's
+    writer.close()
+    assert Registry(registry.path).get("later").status == "running"
+    registry.go.set()
+    closing_thread.join(30)
+    assert not closing_thread.is_alive()
+
+
 _NOT_WAITED = textwrap.dedent(
     """
     import sys
@@ -408,4 +471,5 @@ _NOT_WAITED = textwrap.dedent(
 def test_the_interpreters_exit_waits_for_a_close_that_did_not(tmp_path: Path) -> None:
     path = tmp_path / "registry.db"
     subprocess.run([sys.executable, "-c", _NOT_WAITED, str(path)], check=True, timeout=60)
+    assert not Path(f"{path}-wal").exists()  # the thread's connection was closed: checkpointed
     assert len(Registry(path).list(limit=None)) == 200
