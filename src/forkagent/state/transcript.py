@@ -647,7 +647,7 @@ class TranscriptTail:
     """Follows a transcript that may still be written, line by line."""
 
     def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self._fold = _Fold(self.path)
 
     def poll(self) -> list[Entry]:
@@ -719,7 +719,7 @@ class TranscriptWriter:
         background: bool = False,
         new: bool = False,
     ) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self._file = str(self.path)
         self._fsync = fsync
         self._background = background
