@@ -50,7 +50,8 @@ from ..pricing import cost
 from ..requests import BlockPosition, ModelSettings, ToolSpec
 from ..telemetry.cache import CacheReport
 from ..usage import Usage
-from ._appends import BACKGROUND, OPEN_FILES
+from ._append_helper import OpenFiles
+from ._appends import BACKGROUND, OPEN_FILES, BackgroundAppends
 
 logger = logging.getLogger(__name__)
 
@@ -711,6 +712,22 @@ class TranscriptWriter:
     makes it.
     """
 
+    __slots__ = (
+        "_appends",
+        "_background",
+        "_closed",
+        "_create",
+        "_file",
+        "_fsync",
+        "_gathered",
+        "_header",
+        "_history",
+        "_lines",
+        "_lock",
+        "path",
+    )
+    """A tree of thousands of agents has a writer in flight for each: no ``__dict__``."""
+
     def __init__(
         self,
         path: Path | str,
@@ -723,7 +740,7 @@ class TranscriptWriter:
         self._file = str(self.path)
         self._fsync = fsync
         self._background = background
-        self._append = BACKGROUND.append if background else OPEN_FILES.append
+        self._appends: BackgroundAppends | OpenFiles = BACKGROUND if background else OPEN_FILES
         self._lock = threading.Lock()
         make_state_dir(self.path.parent)
         self._header: TranscriptHeader | None = None
@@ -980,7 +997,7 @@ class TranscriptWriter:
 
     def _append_lines(self, data: bytes) -> None:
         try:
-            self._append(self._file, data, fsync=self._fsync, create=self._create)
+            self._appends.append(self._file, data, fsync=self._fsync, create=self._create)
         except OSError as exc:  # written on this thread (no background, or no helper)
             self._closed = True
             raise TranscriptError(
