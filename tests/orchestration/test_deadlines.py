@@ -29,8 +29,9 @@ async def test_no_limit_and_a_limit_not_reached_let_the_request_answer() -> None
 
 async def test_many_limits_in_flight_expire_each_at_its_own_deadline() -> None:
     """Limits of different lengths, entered in any order, share the loop's timer: only the
-    requests that outlive theirs time out, and the task's cancel count is restored."""
-    cases = [(0.02, 10), (5.0, 0.01), (0.01, 10), (5.0, 0), (0.03, 0.001)] * 40
+    requests that outlive theirs time out, and the task's cancel count is restored. (The
+    margins are wide: a loaded machine delays the loop, not the outcome.)"""
+    cases = [(0.02, 60), (50.0, 0.01), (0.01, 60), (60.0, 0), (0.03, 60), (40.0, 0.001)] * 40
 
     results = await asyncio.gather(
         *(limited(seconds, work) for seconds, work in cases), return_exceptions=True
