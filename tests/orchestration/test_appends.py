@@ -75,35 +75,32 @@ async def test_lines_sent_on_an_event_loop_reach_the_file_without_a_flush(
     assert await asyncio.to_thread(_wait_for, path, b"0\n1\n2\n") == b"0\n1\n2\n"
 
 
+@pytest.mark.parametrize(
+    ("executable", "says"),
+    [
+        (None, "no transcript helper"),  # no such file
+        ("#!/bin/sh\nexit 3\n", "did not start"),  # an embedding server's own binary
+    ],
+)
 def test_without_a_helper_the_appends_are_made_before_append_returns(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    executable: str | None,
+    says: str,
 ) -> None:
-    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    fake = tmp_path / "python"
+    if executable is not None:
+        fake.write_text(executable)
+        fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
     appends = BackgroundAppends()
     path = tmp_path / "t.jsonl"
     with caplog.at_level(logging.WARNING):
         appends.append(str(path), b"kept\n", fsync=True, create=True)
     assert appends.helper_pid is None
     assert path.read_bytes() == b"kept\n"
-    assert "no transcript helper" in caplog.text
-    appends.close()
-
-
-def test_an_executable_that_cannot_run_the_helper_means_writing_in_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """``sys.executable`` is some embedding server's binary: it starts, then ends."""
-    fake = tmp_path / "server"
-    fake.write_text("#!/bin/sh\nexit 3\n")
-    fake.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(fake))
-    appends = BackgroundAppends()
-    path = tmp_path / "t.jsonl"
-    with caplog.at_level(logging.WARNING):
-        appends.append(str(path), b"kept\n", fsync=False, create=True)
-    assert appends.helper_pid is None
-    assert path.read_bytes() == b"kept\n"
-    assert "did not start" in caplog.text
+    assert says in caplog.text
     appends.close()
 
 
