@@ -91,5 +91,25 @@ class SharedHeads(Generic[K, T]):
             while len(self._heads) > self._limit:
                 self._heads.popitem(last=False)
 
+    def render(
+        self,
+        items: tuple[K, ...],
+        render: Callable[[tuple[K, ...]], T],
+        join: Callable[[T, T], T],
+        fits: Callable[[T], bool] | None = None,
+    ) -> T:
+        """``render(items)``, a long tuple's head rendered once for every tuple that starts
+        with it and joined to its last item's (O(1) Python work in its length).
+
+        ``fits``: whether a kept head still serves (its rendering may depend on more
+        than its items)."""
+        if len(items) <= HEAD_MIN:
+            return render(items)
+        head = self.find(items)
+        if head is None or (fits is not None and not fits(head)):
+            head = render(items[:-1])
+            self.keep(items, head)
+        return join(head, render(items[-1:]))
+
     def __len__(self) -> int:
         return len(self._heads)

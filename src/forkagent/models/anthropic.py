@@ -38,7 +38,7 @@ from ._adapter import AdapterModel
 from ._cache import Position, ResponseIds, ephemeral, message_breakpoints
 from ._json import as_dict, as_int, as_list, as_str, parse_arguments
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
-from ._shared import HEAD_MIN, SharedHeads, SharedRenderings
+from ._shared import SharedHeads, SharedRenderings
 from ._transport import (
     Body,
     ClientOptions,
@@ -209,13 +209,7 @@ calls ends with the same N placeholder results and the rules, then its own direc
 
 def _wires(blocks: tuple[ContentBlock, ...]) -> _Wires:
     """``blocks`` rendered, a long tuple's head taken from ``_HEADS`` (O(1) in its length)."""
-    if len(blocks) <= HEAD_MIN:
-        return _render(blocks)
-    head = _HEADS.find(blocks)
-    if head is None:
-        head = _render(blocks[:-1])
-        _HEADS.keep(blocks, head)
-    return head.plus(_render(blocks[-1:]))
+    return _HEADS.render(blocks, _render, _Wires.plus)
 
 
 def _render(blocks: tuple[ContentBlock, ...]) -> _Wires:

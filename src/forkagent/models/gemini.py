@@ -49,7 +49,7 @@ from ..usage import Usage
 from ._adapter import AdapterModel
 from ._json import as_dict, as_list, as_str, get_int
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
-from ._shared import HEAD_MIN, SharedHeads, SharedRenderings
+from ._shared import SharedHeads, SharedRenderings
 from ._transport import (
     DEFAULT_TIMEOUT,
     Body,
@@ -274,13 +274,12 @@ tool calls ends with the same N placeholder results and the rules, then its dire
 
 def _user_parts(blocks: tuple[ContentBlock, ...], names: Mapping[str, str]) -> _UserParts:
     """``blocks`` rendered, a long tuple's head from ``_USER_HEADS`` (O(1) Python work in N)."""
-    if len(blocks) <= HEAD_MIN:
-        return _render_user(blocks, names)
-    head = _USER_HEADS.find(blocks)
-    if head is None or not head.named_as(names):
-        head = _render_user(blocks[:-1], names)
-        _USER_HEADS.keep(blocks, head)
-    return head.plus(_render_user(blocks[-1:], names))
+    return _USER_HEADS.render(
+        blocks,
+        lambda b: _render_user(b, names),
+        _UserParts.plus,
+        fits=lambda head: head.named_as(names),
+    )
 
 
 def _render_user(blocks: tuple[ContentBlock, ...], names: Mapping[str, str]) -> _UserParts:

@@ -44,7 +44,7 @@ from ._adapter import AdapterModel
 from ._cache import Position, ephemeral, message_breakpoints
 from ._json import as_dict, as_int, as_list, as_str, compact, get_int, parse_arguments
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
-from ._shared import HEAD_MIN, SharedHeads, SharedRenderings
+from ._shared import SharedHeads, SharedRenderings
 from ._transport import (
     Body,
     ClientOptions,
@@ -328,14 +328,7 @@ of a reply with N tool calls ends with the same N placeholder results and the ru
 
 def _user_wire(blocks: tuple[ContentBlock, ...], markers: bool) -> _UserWire:
     """``blocks`` rendered, a long tuple's head taken from ``_USER_HEADS`` (O(1) in its length)."""
-    if len(blocks) <= HEAD_MIN:
-        return _render_user(blocks, markers)
-    heads = _USER_HEADS[markers]
-    head = heads.find(blocks)
-    if head is None:
-        head = _render_user(blocks[:-1], markers)
-        heads.keep(blocks, head)
-    return head.plus(_render_user(blocks[-1:], markers))
+    return _USER_HEADS[markers].render(blocks, lambda b: _render_user(b, markers), _UserWire.plus)
 
 
 def _render_user(blocks: tuple[ContentBlock, ...], markers: bool) -> _UserWire:

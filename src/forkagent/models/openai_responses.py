@@ -57,7 +57,7 @@ from ._adapter import AdapterModel
 from ._cache import ResponseIds
 from ._json import as_dict, as_int, as_list, as_str, compact, get_int, parse_arguments
 from ._retry import DEFAULT_RETRY, RetryPolicy, provider_error, stream_cut
-from ._shared import HEAD_MIN, SharedHeads, SharedRenderings
+from ._shared import SharedHeads, SharedRenderings
 from ._transport import Body, ClientOptions, Transport
 from .base import (
     Model,
@@ -208,13 +208,7 @@ tool calls ends with the same N placeholder outputs and the rules, then its own 
 
 def _user_items(blocks: tuple[ContentBlock, ...]) -> _UserItems:
     """``blocks`` rendered, a long tuple's head taken from ``_USER_HEADS`` (O(1) in its length)."""
-    if len(blocks) <= HEAD_MIN:
-        return _render_user(blocks)
-    head = _USER_HEADS.find(blocks)
-    if head is None:
-        head = _render_user(blocks[:-1])
-        _USER_HEADS.keep(blocks, head)
-    return head.plus(_render_user(blocks[-1:]))
+    return _USER_HEADS.render(blocks, _render_user, _UserItems.plus)
 
 
 def _render_user(blocks: tuple[ContentBlock, ...]) -> _UserItems:
