@@ -851,8 +851,8 @@ _CLOSING: set[threading.Thread] = set()
 @atexit.register
 def _join_closing() -> None:
     """At exit, let the writer threads finish closing (registered first, so it runs last)."""
-    while _CLOSING:
-        _CLOSING.pop().join()
+    for thread in list(_CLOSING):  # a copy: each thread leaves the set as it ends
+        thread.join()
 
 
 class RegistryWriter(AgentRows):
