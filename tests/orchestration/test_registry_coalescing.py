@@ -423,9 +423,11 @@ class SlowToCloseRegistry(SpyRegistry):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.go = threading.Event()
+        self.threads: list[threading.Thread] = []
 
     @contextmanager
     def keeping_connection(self) -> Iterator[None]:
+        self.threads.append(threading.current_thread())
         with super().keeping_connection():
             try:
                 yield
@@ -441,8 +443,8 @@ def test_close_returns_once_the_rows_are_written_not_when_the_connection_is_clos
     for n in range(20):
         writer.register(record(f"a{n}"))
         writer.finish(f"a{n}", "completed")
-    closing_thread = next(t for t in threading.enumerate() if t.name == "forkagent-registry")
     writer.close()
+    closing_thread = registry.threads[0]
 
     assert closing_thread.is_alive()  # still closing its connection
     assert {r.status for r in Registry(registry.path).list(limit=None)} == {"completed"}

@@ -244,15 +244,16 @@ def checked_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     Sets ``updated_at``, and ``ended_at`` for a final status unless given; values
     as SQLite stores them.
     """
-    unknown = changes.keys() - _UPDATABLE
-    if unknown:
-        raise TypeError(f"AgentRecord has no updatable field {', '.join(sorted(unknown))}")
-    if "status" in changes and changes["status"] not in _STATUSES:
-        raise ValueError(f"{changes['status']!r} is not an agent status")
+    if not _UPDATABLE.issuperset(changes):  # every row write passes here: no set made
+        unknown = ", ".join(sorted(changes.keys() - _UPDATABLE))
+        raise TypeError(f"AgentRecord has no updatable field {unknown}")
     now = time.time()
     values = dict(changes, updated_at=now)
-    if changes.get("status") in FINAL_STATUSES:
-        values.setdefault("ended_at", now)
+    if "status" in changes:
+        if changes["status"] not in _STATUSES:
+            raise ValueError(f"{changes['status']!r} is not an agent status")
+        if changes["status"] in FINAL_STATUSES:
+            values.setdefault("ended_at", now)
     if "transcript" in values:  # the one field that holds a Path: stored as text
         values["transcript"] = _sql(values["transcript"])
     return values
@@ -850,8 +851,8 @@ _CLOSING: set[threading.Thread] = set()
 @atexit.register
 def _join_closing() -> None:
     """At exit, let the writer threads finish closing (registered first, so it runs last)."""
-    while _CLOSING:
-        _CLOSING.pop().join()
+    for thread in list(_CLOSING):  # a copy: each thread leaves the set as it ends
+        thread.join()
 
 
 class RegistryWriter(AgentRows):
@@ -893,8 +894,10 @@ class RegistryWriter(AgentRows):
         coalesced row: a ``ValueError`` here instead.
         """
         values = checked_changes(changes)
-        if missing := sorted(
-            name for name in _NOT_NULL.intersection(values) if values[name] is None
+        if None in values.values() and (
+            missing := sorted(
+                name for name in _NOT_NULL.intersection(values) if values[name] is None
+            )
         ):
             raise ValueError(f"an agent's {', '.join(missing)} cannot be None")
         self._put((agent_id, None, values))
