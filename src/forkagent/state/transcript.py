@@ -843,13 +843,14 @@ class TranscriptWriter:
         blocks = message.content
         agent = self._required_header().agent_id
         written = _WRITTEN_HEADS.find(blocks)
-        if written is not None and written[0] == self.path.parent and written[1] != agent:
+        folder = os.path.dirname(self._file)
+        if written is not None and written[0] == folder and written[1] != agent:
             return SharedMessageEntry(
                 index=index,
                 head=BlocksReference(agent_id=written[1], line=written[2], blocks=len(blocks) - 1),
                 message=message.model_copy(update={"content": blocks[-1:]}),
             )
-        _WRITTEN_HEADS.keep(blocks, (self.path.parent, agent, line))
+        _WRITTEN_HEADS.keep(blocks, (folder, agent, line))
         return MessageEntry(index=index, message=message)
 
     def usage(
@@ -1027,7 +1028,7 @@ def check_written(file: str) -> None:
         ) from exc
 
 
-_WRITTEN_HEADS: SharedHeads[ContentBlock, tuple[Path, str, int]] = SharedHeads()
+_WRITTEN_HEADS: SharedHeads[ContentBlock, tuple[str, str, int]] = SharedHeads()
 """Where a long message was written whole (folder, agent, line), by its blocks but the last:
 a sibling's message that starts with the same blocks refers to that line."""
 
