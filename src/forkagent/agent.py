@@ -799,13 +799,7 @@ class Session(Generic[OutputT]):
             self._finish()
         recorder = self.recorder
         try:
-            if (
-                recorder.writers
-                or recorder.ended
-                or recorder.registry_writes is not None
-                or recorder.lost
-            ):
-                # Waits for the queued writes; raises if a transcript lost lines.
+            if recorder.has_records:  # waits for the queued writes; raises a lost line
                 await asyncio.to_thread(recorder.close)
         finally:
             await self._runtime.close_models()

@@ -61,7 +61,6 @@ from ..requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
 from ..tools.base import Tool, ToolContext, ToolOutput
 from ..usage import Usage
 from .budget import Budget
-from .deadlines import request_limit
 from .fanout import ForkFamily, send_in_family
 from .output import OUTPUT_TOOL, OutputInvalid, OutputSpec
 
@@ -369,7 +368,7 @@ async def _request(run: AgentRun) -> ModelResponse:
     started = time.monotonic()
     caller = CALLER.set(Caller(run.id, run.label, run.kind, run.turns + 1))
     try:
-        with request_limit(run.timeout):  # asyncio.timeout's, on one timer per loop
+        async with asyncio.timeout(run.timeout):
             response = await _send(run, request)
     except TimeoutError:
         raise ModelError(

@@ -187,6 +187,11 @@ class Recorder:
         elif isinstance(event, AgentFinished):
             writes.finish(run.id, event.status, output=event.output, error=event.error)
 
+    @property
+    def has_records(self) -> bool:
+        """Whether ``close`` has anything to wait for or to raise."""
+        return bool(self.writers or self.ended or self.lost) or self.registry_writes is not None
+
     def close(self) -> None:
         """Close the transcripts and the registry's writer, which ends meanwhile.
 

@@ -77,8 +77,9 @@ def head_key(items: list[Any]) -> bytes:
 
     The list's ``marshal`` bytes: like ``repr`` it tells every JSON value apart (they read
     back as the value they were made of, types and key order included), and they are made
-    about six times faster than ``repr`` (twice as fast as a pickle), which matters as it
-    is the one pass over a long list a request still makes. The same content with different
+    several times faster than ``repr`` and 1.0 to 1.4 times as fast as a pickle on a fork
+    family's lists, which matters as it is the one pass over a long list a request still
+    makes. The same content with different
     objects shared (one string object twice, an interned string) makes a different key: a
     memo miss, never a wrong hit. A value ``marshal`` cannot write is pickled instead.
     """

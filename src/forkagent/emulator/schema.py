@@ -285,6 +285,9 @@ def _accepts_kind(spec: Spec, kind: JsonKind) -> bool:
 
 
 def _check_list(value: Any, spec: ListOf) -> None:
+    """A list longer than ``HEAD_MIN_ITEMS`` is checked from its last item when the items
+    before it were found valid together before: a conversation's history, a child's
+    placeholders."""
     _expect(value, "array")
     if len(value) < spec.min_items:
         message = f"List should have at least {spec.min_items} item(s)"
@@ -303,10 +306,6 @@ def _check_list(value: Any, spec: ListOf) -> None:
             _check_at(i, item, item_spec)
     if head is not None and start == 0:
         _VALID.keep(head, len(head[2]), item_spec)
-
-
-"""Longer lists are checked from their last item when the items before it were found valid
-together before: a conversation's history, a child's placeholders."""
 
 
 _VALID: Memo[Spec] = Memo()

@@ -58,9 +58,7 @@ class OpenFiles:
             self._open[path] = fd
             while len(self._open) > self._limit:
                 os.close(self._open.popitem(last=False)[1])
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             if fsync:
                 os.fsync(fd)
 

@@ -585,7 +585,7 @@ class _SharedBlocks:
 
     @staticmethod
     def _parse(path: Path, source: Path, line: int) -> tuple[ContentBlock, ...]:
-        flush_transcripts(source)
+        flush_transcripts()
         try:
             lines = source.read_bytes().split(b"\n")
         except FileNotFoundError:
@@ -939,7 +939,6 @@ class TranscriptWriter:
         be kept: a tree of thousands of finished agents holds a string each."""
         with self._lock:
             self._closed = True
-            self._history = HistoryView()
         return self._file
 
     def close(self) -> None:
@@ -1033,12 +1032,9 @@ _WRITTEN_HEADS: SharedHeads[ContentBlock, tuple[str, str, int]] = SharedHeads()
 a sibling's message that starts with the same blocks refers to that line."""
 
 
-def flush_transcripts(path: Path | None = None) -> None:
-    """Wait until the lines background writers queued (for ``path``, or all) are in their files.
-
-    One helper makes every file's appends in the order they were queued, so this waits
-    for all of them whichever ``path`` is given.
-    """
+def flush_transcripts() -> None:
+    """Wait until the lines background writers queued are in their files (one helper makes
+    every file's appends in the order they were queued)."""
     BACKGROUND.flush()
 
 
