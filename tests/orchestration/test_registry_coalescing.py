@@ -1,4 +1,9 @@
-"""The registry writer coalesces what is queued per agent: rows end as if written one by one."""
+"""The registry writer coalesces what is queued per agent: rows end as if written one by one.
+
+The rows are written by the helper process (``state._appends``) with ``state._rows``:
+these tests watch its statements through SQLite triggers, and call ``_rows`` directly
+(through ``Registry.apply``, the same code) where they change its limits.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -18,13 +23,15 @@ from typing import Any
 
 import pytest
 
-from forkagent.state import registry as registry_module
+from forkagent.state import _rows
 from forkagent.state.registry import (
     AgentRecord,
     AgentRows,
     Registry,
+    RegistryError,
     RegistryWriter,
     RowWrite,
+    checked_changes,
 )
 from forkagent.usage import Usage
 
@@ -33,15 +40,23 @@ Step = Callable[[AgentRows], None]
 
 
 class SpyRegistry(Registry):
-    """Notes each ``apply``: the agents whose rows it wrote, True for a whole new row."""
+    """Notes each row SQLite writes, by whichever process, with triggers in the file."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.applied: list[dict[str, bool]] = []
+        with closing(sqlite3.connect(self.path)) as db, db:
+            db.execute("CREATE TABLE written (n INTEGER PRIMARY KEY, kind TEXT, id TEXT)")
+            for kind in ("INSERT", "UPDATE"):
+                db.execute(
+                    f"CREATE TRIGGER note_{kind} AFTER {kind} ON agents BEGIN "
+                    f"INSERT INTO written (kind, id) VALUES ('{kind.lower()}', NEW.id); END"
+                )
 
-    def apply(self, rows: Mapping[str, RowWrite]) -> None:
-        self.applied.append({agent_id: row.record is not None for agent_id, row in rows.items()})
-        super().apply(rows)
+    @property
+    def written(self) -> list[tuple[str, str]]:
+        """Each row written, in order: ``("insert", id)`` for a whole row, else ``"update"``."""
+        with closing(sqlite3.connect(self.path)) as db:
+            return db.execute("SELECT kind, id FROM written ORDER BY n").fetchall()
 
 
 @pytest.fixture
@@ -57,7 +72,7 @@ def record(agent_id: str, **fields: Any) -> AgentRecord:
 
 @contextmanager
 def one_batch(writer: RegistryWriter) -> Iterator[None]:
-    """Hold the writer's thread, so that everything queued in the block is one drain."""
+    """Hold the writer, so that everything given in the block goes out at once, as one batch."""
     entered, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -110,7 +125,7 @@ def test_an_agent_that_starts_and_finishes_in_one_batch_is_one_insert_of_its_fin
             step(writer)
     writer.close()
 
-    assert registry.applied == [{"fork-1": True}]  # one INSERT, of the final row
+    assert registry.written == [("insert", "fork-1")]  # one INSERT, of the final row
     assert comparable(registry) == comparable(one_by_one)
     row = registry.get("fork-1")
     assert (row.status, row.turns, row.input_tokens, row.background) == ("completed", 2, 20, True)
@@ -170,8 +185,7 @@ def test_coalesced_rows_end_as_the_same_writes_made_one_by_one(
     writer.close()
 
     assert comparable(registry) == comparable(one_by_one)
-    written = sum(len(rows) for rows in registry.applied)
-    assert written <= 4 * 6 < len(steps)  # at most one row write per agent and batch
+    assert len(registry.written) <= 4 * 6 < len(steps)  # at most one row per agent and batch
 
 
 def test_a_status_is_never_taken_back_by_a_later_write_of_other_fields(
@@ -200,7 +214,7 @@ def test_an_operation_sees_every_row_queued_before_it(registry: SpyRegistry) -> 
     writer.close()
     assert seen == ["running"]
     assert registry.get("a").status == "completed"
-    assert registry.applied == [{"a": True}, {"a": False}]
+    assert registry.written == [("insert", "a"), ("update", "a")]
 
 
 # -- failures ----------------------------------------------------------------------------
@@ -258,26 +272,21 @@ def test_a_change_sqlite_refuses_leaves_that_row_as_it_was_and_writes_the_others
 
 @pytest.mark.parametrize("update_from", [True, False], ids=["update-from", "old-sqlite"])
 def test_rows_beyond_one_statement_and_a_refused_one_among_them(
-    registry: SpyRegistry,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    update_from: bool,
+    registry: SpyRegistry, monkeypatch: pytest.MonkeyPatch, update_from: bool
 ) -> None:
-    monkeypatch.setattr(registry_module, "_ROWS_PER_STATEMENT", 3)
-    monkeypatch.setattr(registry_module, "_UPDATE_FROM", update_from)
+    """``Registry.apply`` runs the helper's code (``_rows``) here, where its limits can change."""
+    monkeypatch.setattr(_rows, "ROWS_PER_STATEMENT", 3)
+    monkeypatch.setattr(_rows, "UPDATE_FROM", update_from)
     refuse_label(registry, "bad", "UPDATE")
-    writer = RegistryWriter(registry)
-    with one_batch(writer):
-        for n in range(10):
-            writer.register(record(f"a{n}"))
-    with one_batch(writer):
-        for n in range(10):
-            writer.record_usage(f"a{n}", Usage(output_tokens=n), turns=n, cost=None)
-            writer.update(f"a{n}", label="bad" if n == 7 else "")
-    writer.close()
+    registry.apply({f"a{n}": RowWrite(record(f"a{n}")) for n in range(10)})
+    changes = {
+        f"a{n}": RowWrite(changes=checked_changes({"turns": n, "label": "bad" if n == 7 else ""}))
+        for n in range(10)
+    }
+    with pytest.raises(RegistryError, match="agent 'a7': refused by the test"):
+        registry.apply(changes)
     turns = {r.id: r.turns for r in registry.list(limit=None)}
     assert turns == {f"a{n}": 0 if n == 7 else n for n in range(10)}
-    assert "agent 'a7': refused by the test" in caplog.text
 
 
 def test_a_large_drain_reuses_a_few_statements_of_a_power_of_two_rows(
@@ -285,25 +294,34 @@ def test_a_large_drain_reuses_a_few_statements_of_a_power_of_two_rows(
 ) -> None:
     """Preparing a statement costs SQLite more than its rows: sizes repeat, so they are reused."""
     sizes: list[int] = []
-    insert_sql = registry_module._insert_sql
+    insert_sql = _rows.insert_sql
 
     def spy(count: int) -> str:
         sizes.append(count)
         return insert_sql(count)
 
-    monkeypatch.setattr(registry_module, "_insert_sql", spy)
-    writer = RegistryWriter(registry)
+    monkeypatch.setattr(_rows, "insert_sql", spy)
     for first, count in ((0, 1000), (1000, 777)):  # two drains of different sizes
-        with one_batch(writer):
-            for n in range(first, first + count):
-                writer.register(record(f"a{n}"))
-    writer.close()
+        registry.apply({f"a{n}": RowWrite(record(f"a{n}")) for n in range(first, first + count)})
 
     assert len(registry.list(limit=None)) == 1777
     assert sum(sizes) == 1777
     assert set(sizes) <= {1, 2, 4, 8, 16, 32, 64}
     assert sizes.count(64) == 1000 // 64 + 777 // 64
     assert len(sizes) <= 1777 // 64 + 2 * 6  # plus at most one of each smaller size per drain
+
+
+def test_a_large_batch_through_the_helper_is_one_row_write_per_agent(
+    registry: SpyRegistry,
+) -> None:
+    writer = RegistryWriter(registry)
+    with one_batch(writer):
+        for n in range(1000):
+            writer.register(record(f"a{n}"))
+            writer.finish(f"a{n}", "completed", output=f"done {n}")
+    writer.close()
+    assert len(registry.written) == 1000
+    assert {r.status for r in registry.list(limit=None)} == {"completed"}
 
 
 def test_the_writer_refuses_a_bad_change_on_the_callers_thread(registry: SpyRegistry) -> None:
@@ -314,13 +332,18 @@ def test_the_writer_refuses_a_bad_change_on_the_callers_thread(registry: SpyRegi
         writer.update("a", status="done")
     with pytest.raises(ValueError, match="label, model cannot be None"):
         writer.update("a", label=None, model=None, error=None)
+    with pytest.raises(TypeError, match="agent 'a': a row cannot hold a value of type PosixPath"):
+        writer.update("a", cwd=Path("/somewhere"))
+    with pytest.raises(TypeError, match="agent 'b': a row cannot hold a value of type list"):
+        writer.register(record("b", label=["not", "text"]))  # a record typed wrong
     writer.close()
-    assert registry.applied == []  # nothing was queued
+    assert registry.written == []  # nothing was sent
 
 
 _KILLED = textwrap.dedent(
     """
-    import os, signal, sys
+    import asyncio, os, signal, sys
+    from forkagent.state._appends import BACKGROUND
     from forkagent.state.registry import AgentRecord, Registry, RegistryWriter
 
     registry = Registry(sys.argv[1])
@@ -329,31 +352,60 @@ _KILLED = textwrap.dedent(
         writer.register(AgentRecord(id=f"written{n}", root_id="r", model="test:m"))
         writer.finish(f"written{n}", "completed", output=f"done {n}")
     writer.close()  # on disk
-    for n in range(300):
-        writer.register(AgentRecord(id=f"queued{n}", root_id="r", model="test:m"))
-        writer.finish(f"queued{n}", "completed", output=f"done {n}")
-    os.kill(os.getpid(), signal.SIGKILL)
+    for n in range(300):  # off an event loop: each row goes to the helper at once
+        writer.register(AgentRecord(id=f"sent{n}", root_id="r", model="test:m"))
+        writer.finish(f"sent{n}", "completed", output=f"done {n}")
+
+    async def on_a_loop():
+        for n in range(300):
+            writer.register(AgentRecord(id=f"turn{n}", root_id="r", model="test:m"))
+            writer.finish(f"turn{n}", "completed", output=f"done {n}")
+        for _ in range(3):
+            await asyncio.sleep(0)  # that turn ended: its rows went to the helper
+        for n in range(300):
+            writer.register(AgentRecord(id=f"unsent{n}", root_id="r", model="test:m"))
+        print(BACKGROUND.helper_pid, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # before this turn ends
+
+    asyncio.run(on_a_loop())
     """
 )
 
 
-def test_a_kill_9_loses_only_what_was_still_queued(tmp_path: Path) -> None:
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` (not a child of this one) has ended."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_kill_9_loses_only_the_rows_of_the_turn_it_interrupts(tmp_path: Path) -> None:
+    """Rows sent to the helper are written after their sender died; only a turn's own wait."""
     path = tmp_path / "registry.db"
-    killed = subprocess.run([sys.executable, "-c", _KILLED, str(path)], timeout=60, check=False)
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED, str(path)],
+        timeout=60,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert killed.returncode == -signal.SIGKILL
+    helper = int(killed.stdout)
+    for _ in range(3000):  # the helper drains the pipe, writes, and ends with it
+        if _ended(helper):
+            break
+        time.sleep(0.01)
+    assert _ended(helper)
     registry = Registry(path)
     with closing(sqlite3.connect(path)) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    rows = {r.id: r for r in registry.list(limit=None)}
-    assert {
-        (rows[f"written{n}"].status, rows[f"written{n}"].output_preview) for n in range(20)
-    } == {("completed", f"done {n}") for n in range(20)}
-    for agent_id, row in rows.items():  # a queued agent's row is one it really had, or none
-        if agent_id.startswith("queued"):
-            assert (row.status, row.output_preview) in {
-                ("running", None),
-                ("completed", f"done {agent_id.removeprefix('queued')}"),
-            }
+    rows = {r.id: (r.status, r.output_preview) for r in registry.list(limit=None)}
+    for prefix, count in (("written", 20), ("sent", 300), ("turn", 300)):
+        assert {rows[f"{prefix}{n}"] for n in range(count)} == {
+            ("completed", f"done {n}") for n in range(count)
+        }
+    assert not [agent_id for agent_id in rows if agent_id.startswith("unsent")]
 
 
 def test_a_drain_that_fails_is_logged_and_the_next_one_is_written(
@@ -377,83 +429,31 @@ def test_a_drain_that_fails_is_logged_and_the_next_one_is_written(
 # -- closing -----------------------------------------------------------------------------
 
 
-class GatedRegistry(SpyRegistry):
-    """Holds one thread before each of its transactions until ``go`` is set."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.gated: threading.Thread | None = None
-        self.go = threading.Event()
-
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        if threading.current_thread() is self.gated:
-            self.go.wait(30)
-        with super().batch():
-            yield
-
-
-def test_writes_after_a_close_that_did_not_wait_keep_their_order(tmp_path: Path) -> None:
-    registry = GatedRegistry(tmp_path / "registry.db")
-    writer = RegistryWriter(registry)
-    noted = threading.Event()
-
-    def note_thread() -> None:
-        registry.gated = threading.current_thread()  # its next transaction waits
-        noted.set()
-
-    writer.write(note_thread)
-    assert noted.wait(30)
-    for n in range(50):
-        writer.register(record(f"a{n}"))
-    writer.close(wait=False)
-    for n in range(50):
-        writer.finish(f"a{n}", "completed")  # a second thread, which must let the first go first
-    time.sleep(0.3)  # time for the second thread to write, if it did not wait
-    assert registry.applied == []
-    registry.go.set()
-    writer.close()
-    assert {r.status for r in registry.list(limit=None)} == {"completed"}
-    assert len(registry.list(limit=None)) == 50
-
-
-class SlowToCloseRegistry(SpyRegistry):
-    """Its writer thread's connection takes until ``go`` is set to close (a slow checkpoint)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.go = threading.Event()
-        self.threads: list[threading.Thread] = []
-
-    @contextmanager
-    def keeping_connection(self) -> Iterator[None]:
-        self.threads.append(threading.current_thread())
-        with super().keeping_connection():
-            try:
-                yield
-            finally:
-                self.go.wait(30)
-
-
-def test_close_returns_once_the_rows_are_written_not_when_the_connection_is_closed(
-    tmp_path: Path,
+def test_rows_after_an_operation_wait_for_it_and_a_close_that_did_not_wait_keeps_them(
+    registry: SpyRegistry,
 ) -> None:
-    registry = SlowToCloseRegistry(tmp_path / "registry.db")
     writer = RegistryWriter(registry)
-    for n in range(20):
+    go = threading.Event()
+    seen: list[int] = []
+    for n in range(50):
         writer.register(record(f"a{n}"))
-        writer.finish(f"a{n}", "completed")
-    writer.close()
-    closing_thread = registry.threads[0]
 
-    assert closing_thread.is_alive()  # still closing its connection
-    assert {r.status for r in Registry(registry.path).list(limit=None)} == {"completed"}
-    writer.register(record("later"))  # a new thread: its rows come after the first's
+    def count_rows() -> None:
+        go.wait(30)
+        seen.append(len(registry.list(limit=None)))
+
+    writer.write(count_rows)
+    for n in range(50):
+        writer.finish(f"a{n}", "completed")  # held here until the operation has run
+    writer.close(wait=False)
+    assert {r.status for r in registry.list(limit=None)} <= {"running"}
+    go.set()
     writer.close()
-    assert Registry(registry.path).get("later").status == "running"
-    registry.go.set()
-    closing_thread.join(30)
-    assert not closing_thread.is_alive()
+    assert seen == [50]  # the rows before it were written when it ran
+    assert {r.status for r in registry.list(limit=None)} == {"completed"}
+    assert registry.written == [("insert", f"a{n}") for n in range(50)] + [
+        ("update", f"a{n}") for n in range(50)
+    ]
 
 
 _NOT_WAITED = textwrap.dedent(
@@ -473,5 +473,5 @@ _NOT_WAITED = textwrap.dedent(
 def test_the_interpreters_exit_waits_for_a_close_that_did_not(tmp_path: Path) -> None:
     path = tmp_path / "registry.db"
     subprocess.run([sys.executable, "-c", _NOT_WAITED, str(path)], check=True, timeout=60)
-    assert not Path(f"{path}-wal").exists()  # the thread's connection was closed: checkpointed
+    assert not Path(f"{path}-wal").exists()  # the helper's connection was closed: checkpointed
     assert len(Registry(path).list(limit=None)) == 200

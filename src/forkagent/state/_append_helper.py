@@ -1,21 +1,30 @@
-"""The helper process that makes transcript appends, and the protocol it speaks.
+"""The helper process that makes transcript appends and registry rows, and its protocol.
 
 ``python -I -S`` runs this file (``_appends`` starts it): standard library only, no
 asyncio, so that it is up in a few milliseconds, and nothing from the working directory
 or the environment. It reads requests from its standard input until the pipe ends,
 making each append in the order sent, and answers on its standard output: once when
-it runs, once per sync request, and for each append that failed.
+it runs, once per sync request, and for each append or batch of rows that failed.
+
+Rows (``ROWS``: a database path and ``marshal``-ed ``(timeout, [_rows.Change])``) go to
+their database with ``_rows``, loaded beside this file when the first arrive: all the
+rows of one read of the pipe, coalesced per agent, in one transaction.
 """
 
 from __future__ import annotations
 
+import marshal
 import os
 import signal
 import struct
 import sys
 import threading
 from collections import OrderedDict
-from typing import IO
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Protocol, cast
+
+if TYPE_CHECKING:
+    from ._rows import Change, Databases
 
 APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
 
@@ -23,9 +32,10 @@ REQUEST = struct.Struct("!BBII")
 """To the helper: kind, flags, path length, data length; then the path and the data."""
 REPLY = struct.Struct("!BQI")
 """From the helper: kind, number, message length; then the message."""
-APPEND, SYNC, FORGET = 0, 1, 2
+APPEND, SYNC, FORGET, ROWS = 0, 1, 2, 3
 FSYNC, CREATE = 1, 2
-SYNCED, FAILED, READY = 0, 1, 2
+SYNCED, FAILED, READY, ROWS_FAILED = 0, 1, 2, 3
+_READ_SIZE = 1 << 20
 
 
 class OpenFiles:
@@ -87,26 +97,103 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def serve(requests: IO[bytes], replies: int) -> None:
-    """The helper's loop: make each append in order; answer syncs; report failures."""
+def serve(requests: int, replies: int) -> None:
+    """The helper's loop: make each append in order; write rows; answer syncs; report failures."""
     files = OpenFiles(limit=16)
     failed: set[str] = set()
+    rows = _PendingRows(replies)
     _reply(replies, READY, 0, b"")
-    while header := read_exactly(requests, REQUEST.size):
-        kind, flags, path_length, length = REQUEST.unpack(header)
-        path = os.fsdecode(read_exactly(requests, path_length)) if path_length else ""
-        data = read_exactly(requests, length) if length else b""
-        if kind == SYNC:
-            _reply(replies, SYNCED, int.from_bytes(data, "big"), b"")
-        elif kind == FORGET:
-            failed.discard(path)
-        elif path not in failed:
-            try:
-                files.append(path, data, fsync=bool(flags & FSYNC), create=bool(flags & CREATE))
-            except OSError as exc:
-                failed.add(path)
-                reason = os.fsencode(path) + b"\0" + str(exc.strerror or exc).encode()
-                _reply(replies, FAILED, exc.errno or 0, reason)
+    for batch in read_batches(requests):
+        for kind, flags, path, data in batch:
+            if kind == ROWS:
+                rows.add(path, data)
+            elif kind == SYNC:
+                rows.write()  # a sync answers for everything sent before it
+                _reply(replies, SYNCED, int.from_bytes(data, "big"), b"")
+            elif kind == FORGET:
+                failed.discard(path)
+            elif path not in failed:
+                try:
+                    files.append(path, data, fsync=bool(flags & FSYNC), create=bool(flags & CREATE))
+                except OSError as exc:
+                    failed.add(path)
+                    reason = os.fsencode(path) + b"\0" + str(exc.strerror or exc).encode()
+                    _reply(replies, FAILED, exc.errno or 0, reason)
+        rows.write()
+    rows.close()
+
+
+Request = tuple[int, int, str, bytes]
+"""Kind, flags, path, data."""
+
+
+def read_batches(fd: int) -> Iterator[list[Request]]:
+    """The whole requests of each read of the pipe (at least one each), until it ends."""
+    data = b""
+    while chunk := os.read(fd, _READ_SIZE):
+        data += chunk
+        batch: list[Request] = []
+        at = 0
+        while len(data) - at >= REQUEST.size:
+            kind, flags, path_length, length = REQUEST.unpack_from(data, at)
+            end = at + REQUEST.size + path_length + length
+            if end > len(data):
+                break
+            path_end = at + REQUEST.size + path_length
+            path = os.fsdecode(data[at + REQUEST.size : path_end])
+            batch.append((kind, flags, path, data[path_end:end]))
+            at = end
+        data = data[at:]
+        if batch:
+            yield batch
+
+
+class _PendingRows:
+    """The rows read and not yet written, per database; written together, failures answered."""
+
+    def __init__(self, replies: int) -> None:
+        self._replies = replies
+        self._pending: dict[tuple[str, float], list[Change]] = {}
+        self._databases: Databases | None = None
+
+    def add(self, path: str, data: bytes) -> None:
+        timeout, changes = marshal.loads(data)
+        self._pending.setdefault((path, timeout), []).extend(changes)
+
+    def write(self) -> None:
+        if not self._pending:
+            return
+        if self._databases is None:
+            self._databases = _load_rows().Databases()
+        for (path, timeout), changes in self._pending.items():
+            if (failure := self._databases.write(path, timeout, changes)) is not None:
+                reason = os.fsencode(path) + b"\0" + failure.encode(errors="replace")
+                _reply(self._replies, ROWS_FAILED, 0, reason)
+        self._pending.clear()
+
+    def close(self) -> None:
+        if self._databases is not None:
+            self._databases.close()
+
+
+class _RowsModule(Protocol):
+    Databases: type[Databases]
+
+
+def _load_rows() -> _RowsModule:
+    """``_rows``, from beside this file: ``-I`` keeps the package off ``sys.path``.
+
+    Imported here, when the first rows arrive: a helper for transcripts alone starts faster.
+    """
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_rows.py")
+    spec = importlib.util.spec_from_file_location("_forkagent_rows", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return cast(_RowsModule, module)
 
 
 def _reply(replies: int, kind: int, number: int, message: bytes) -> None:
@@ -115,4 +202,4 @@ def _reply(replies: int, kind: int, number: int, message: bytes) -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # it ends when the pipe does, drained
-    serve(sys.stdin.buffer, sys.stdout.fileno())
+    serve(sys.stdin.fileno(), sys.stdout.fileno())

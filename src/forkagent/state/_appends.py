@@ -39,6 +39,8 @@ from ._append_helper import (
     READY,
     REPLY,
     REQUEST,
+    ROWS,
+    ROWS_FAILED,
     SYNC,
     SYNCED,
     OpenFiles,
@@ -46,6 +48,8 @@ from ._append_helper import (
 )
 
 logger = logging.getLogger(__name__)
+registry_logger = logging.getLogger(__package__ + ".registry")
+"""A batch of rows the helper could not write is the registry's error, not a transcript's."""
 
 _PIPE_SIZE = 1 << 20
 _START_SECONDS = 10.0
@@ -154,6 +158,16 @@ class BackgroundAppends:
         flags = (FSYNC if fsync else 0) | (CREATE if create else 0)
         self._send(APPEND, os.fsencode(path), data, flags)
 
+    def send_rows(self, database: str, rows: bytes) -> bool:
+        """Send ``rows`` (``marshal``-ed ``(timeout, [_rows.Change])``) to be written to
+        ``database``; False where there is no helper to send them to."""
+        if not self._started:
+            self._start()
+        if self._helper is None or self._broken is not None:
+            return False
+        self._send(ROWS, os.fsencode(database), rows, 0)
+        return True
+
     def flush(self) -> None:
         """Wait until every append sent so far is made (or the helper is gone)."""
         with self._sending:
@@ -245,10 +259,10 @@ class BackgroundAppends:
         with self._sending:
             if self._broken is not None or self._outbox is None:
                 return
-            if kind == APPEND:
+            if kind in (APPEND, ROWS):
                 self._sent += 1
             self._queued.append(request)
-            if loop is not None and kind == APPEND:
+            if loop is not None and kind in (APPEND, ROWS):
                 if self._push_loop is not loop:
                     self._push_loop = loop
                     loop.call_soon(self._push)
@@ -277,6 +291,11 @@ class BackgroundAppends:
             with self._state:
                 if kind == SYNCED:
                     self._made = max(self._made, number)
+                elif kind == ROWS_FAILED:
+                    database, _, reason = message.decode("utf-8", "replace").partition("\0")
+                    registry_logger.error(
+                        "a write to the agent registry %s failed: %s", database, reason
+                    )
                 else:
                     path, _, reason = message.decode("utf-8", "replace").partition("\0")
                     logger.error("could not append to the transcript %s: %s", path, reason)

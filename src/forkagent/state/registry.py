@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import functools
-import itertools
 import logging
+import marshal
 import operator
 import os
 import queue
@@ -33,7 +33,7 @@ import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -44,6 +44,8 @@ from ..errors import ForkagentError
 from ..events import FINAL_STATUSES, AgentKind, RecordStatus
 from ..messages import JsonValue
 from ..usage import Usage
+from . import _rows
+from ._appends import BACKGROUND
 from .transcript import (
     TranscriptError,
     UsageEntry,
@@ -143,44 +145,11 @@ class AgentRecord:
         return data
 
 
-_COLUMNS = tuple(f.name for f in fields(AgentRecord))
+_COLUMNS = _rows.COLUMNS
 _UPDATABLE = frozenset(_COLUMNS) - {"id"}
 _STATUSES = frozenset(get_args(RecordStatus))
 _IDS_PER_QUERY = 500
 """Below SQLite's oldest limit on a statement's parameters (999)."""
-_ROWS_PER_STATEMENT = 64
-"""The most rows in one statement. A statement's rows are a power of two up to it, so a
-connection prepares a handful of statements once and reuses them (``sqlite3`` caches them
-by text): preparing a statement of a whole drain's rows, new each time, cost SQLite more
-than writing them (11 against 4 us a row for an INSERT of 1,000)."""
-_UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
-"""Whether SQLite has ``UPDATE ... FROM`` (3.33, 2020), for an UPDATE of many rows."""
-
-
-@functools.lru_cache(maxsize=64)
-def _insert_sql(count: int) -> str:
-    """An INSERT (replacing) of ``count`` whole rows, columns in ``_COLUMNS`` order."""
-    row = f"({', '.join('?' * len(_COLUMNS))})"
-    return (
-        f"INSERT OR REPLACE INTO agents ({', '.join(_COLUMNS)}) VALUES {', '.join([row] * count)}"
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def _update_sql(columns: tuple[str, ...], count: int) -> str:
-    """An UPDATE of ``columns`` in ``count`` rows, each given as its id then the values.
-
-    It starts with UPDATE, not WITH: Python's ``rowcount`` counts only statements that do.
-    """
-    if count == 1:
-        assignments = ", ".join(f"{name} = ?{n}" for n, name in enumerate(columns, start=2))
-        return f"UPDATE agents SET {assignments} WHERE id = ?1"
-    row = f"({', '.join('?' * (len(columns) + 1))})"
-    assignments = ", ".join(f"{name} = v.column{n}" for n, name in enumerate(columns, start=2))
-    return (
-        f"UPDATE agents SET {assignments} FROM (VALUES {', '.join([row] * count)}) AS v "
-        "WHERE agents.id = v.column1"
-    )
 
 
 _SCHEMA = (
@@ -316,8 +285,7 @@ class Registry(AgentRows):
         make_state_dir(self.path.parent)
         self.path.touch(mode=0o600)  # SQLite gives its -wal and -shm files the same mode
         self._local = threading.local()
-        """Per thread: ``db``, the open batch's connection; ``keep`` and ``kept``, see
-        ``keeping_connection``."""
+        """Per thread: ``db``, the open batch's connection."""
         self.recovered: str | None = None
         """Set when the file was damaged: what was moved aside and rebuilt (also logged)."""
         try:
@@ -359,69 +327,18 @@ class Registry(AgentRows):
         """Write several agents' rows in one transaction, in a few statements.
 
         New rows go in with one multi-row INSERT, changes with one multi-row UPDATE
-        per set of columns: each statement is a round trip of the GIL, which a
-        writer thread beside a busy event loop waits for. A row that cannot be
-        written does not keep the others out: they are written, then
-        ``RegistryError`` names it.
+        per set of columns (``_rows.write_rows``, which a ``RegistryWriter``'s rows
+        go through too). A row that cannot be written does not keep the others out:
+        they are written, then ``RegistryError`` names it.
         """
-        inserts: list[tuple[str, list[object]]] = []
-        updates: dict[tuple[str, ...], list[tuple[str, list[object]]]] = {}
-        for agent_id, row in rows.items():
-            if row.record is None:
-                values = [agent_id, *row.changes.values()]
-                updates.setdefault(tuple(row.changes), []).append((agent_id, values))
-            else:
-                inserts.append((agent_id, _row_values(row.record, row.changes)))
+        plain = {
+            agent_id: (None if row.record is None else _record_values(row.record), row.changes)
+            for agent_id, row in rows.items()
+        }
         with self._in_transaction() as db:
-            failures = self._write_many(db, _insert_sql, inserts, many=True, must_exist=False)
-            for columns, group in updates.items():
-                sql = functools.partial(_update_sql, columns)
-                failures += self._write_many(db, sql, group, many=_UPDATE_FROM, must_exist=True)
+            failures = _rows.write_rows(db, plain, str(self.path))
         if failures:
             raise RegistryError("; ".join(failures))
-
-    def _write_many(
-        self,
-        db: sqlite3.Connection,
-        sql: Callable[[int], str],
-        rows: Sequence[tuple[str, Sequence[object]]],
-        *,
-        many: bool,
-        must_exist: bool,
-    ) -> list[str]:
-        """Write ``rows`` with statements ``sql(n)`` of n rows; what went wrong, per agent.
-
-        ``many``: whether ``sql`` takes more than one row (a power of two up to
-        ``_ROWS_PER_STATEMENT`` and SQLite's limit on a statement's parameters).
-
-        When a statement fails (SQLite undoes it whole) or misses a row, the rows are
-        written again one at a time to find which: every statement sets absolute
-        values, so writing a row twice changes nothing.
-        """
-        if not rows:
-            return []
-        limit = db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(rows[0][1])
-        most = max(1, min(limit, _ROWS_PER_STATEMENT)) if many else 1
-        written = start = 0
-        try:
-            while start < len(rows):
-                count = 1 << (min(most, len(rows) - start).bit_length() - 1)
-                chunk = rows[start : start + count]
-                flat = list(itertools.chain.from_iterable(values for _, values in chunk))
-                written += db.execute(sql(count), flat).rowcount
-                start += count
-            if not must_exist or written == len(rows):
-                return []
-        except sqlite3.Error:
-            pass
-        failures: list[str] = []
-        for agent_id, values in rows:
-            try:
-                if db.execute(sql(1), values).rowcount == 0 and must_exist:
-                    failures.append(f"no agent with id {agent_id!r} in {self.path}")
-            except sqlite3.Error as exc:
-                failures.append(f"the agent registry {self.path}, agent {agent_id!r}: {exc}")
-        return failures
 
     # -- reading -------------------------------------------------------------
 
@@ -554,7 +471,7 @@ class Registry(AgentRows):
 
     def _create(self) -> None:
         with self._connection() as db:
-            _use_wal(db, self.timeout)
+            _rows.use_wal(db, self.timeout)
             if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
                 return
         with self._writing() as db:
@@ -572,52 +489,12 @@ class Registry(AgentRows):
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
         """A connection for one operation; SQLite's errors become ``RegistryError``."""
-        local = self._local
         try:
-            if not getattr(local, "keep", False):
-                with closing(self._connect()) as db:
-                    yield db
-                return
-            if local.kept is None:
-                local.kept = self._connect()
-            kept: sqlite3.Connection = local.kept
-            try:
-                yield kept
-            except sqlite3.Error:
-                if local.kept is kept:  # the next operation opens a new one: the file may be new
-                    local.kept = None
-                kept.close()
-                raise
+            with closing(_rows.connect(str(self.path), self.timeout)) as db:
+                db.row_factory = sqlite3.Row
+                yield db
         except sqlite3.Error as exc:
             raise RegistryError(f"the agent registry {self.path}: {exc}") from exc
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA synchronous = NORMAL")
-        return db
-
-    @contextmanager
-    def keeping_connection(self) -> Iterator[None]:
-        """Make this thread's operations in the block share one connection, not one each.
-
-        For a thread that writes all the time (``RegistryWriter``): opening a connection
-        costs more than a batch of rows, and closing the file's last one checkpoints
-        the WAL into the file and deletes it, for the next batch to create again. After
-        an error from SQLite the connection is replaced (a damaged file may have been
-        rebuilt by another process).
-        """
-        local = self._local
-        if getattr(local, "keep", False):
-            yield
-            return
-        local.keep, local.kept = True, None
-        try:
-            yield
-        finally:
-            if local.kept is not None:
-                local.kept.close()
-            local.keep, local.kept = False, None
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -625,7 +502,7 @@ class Registry(AgentRows):
 
         A write that fails is undone alone (a savepoint; for a single statement, SQLite's
         own undo of a failed statement) and raises as usual.
-        Reads inside the block see its writes only under ``keeping_connection``.
+        Reads inside the block do not see its writes: each opens its own connection.
         """
         outer = getattr(self._local, "db", None)
         with self._writing() as db:
@@ -657,45 +534,14 @@ class Registry(AgentRows):
         if batch is None:
             with (
                 self._connection() as db,
-                _transaction(db, "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"),
+                _rows.transaction(db, "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"),
             ):
                 yield db
         else:
-            with _transaction(
+            with _rows.transaction(
                 batch, "SAVEPOINT write", "RELEASE write", "ROLLBACK TO write", "RELEASE write"
             ):
                 yield batch
-
-
-@contextmanager
-def _transaction(db: sqlite3.Connection, begin: str, end: str, *undo: str) -> Iterator[None]:
-    """``begin``; then ``end`` if the block succeeds, else ``undo`` and re-raise."""
-    db.execute(begin)
-    try:
-        yield
-    except BaseException:
-        for statement in undo:
-            db.execute(statement)
-        raise
-    db.execute(end)
-
-
-def _use_wal(db: sqlite3.Connection, timeout: float) -> None:
-    """Put a new registry in WAL mode, once (the mode is kept in the file).
-
-    The switch needs the file to itself for a moment, and SQLite does not wait
-    for that through the busy timeout: a second process opening a new registry
-    at the same instant gets "database is locked" at once. So retry until the
-    timeout, as every other registry operation waits.
-    """
-    deadline = time.monotonic() + timeout
-    while db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-        try:
-            db.execute("PRAGMA journal_mode = WAL")
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.01)
 
 
 def _damaged(error: RegistryError) -> bool:
@@ -749,15 +595,12 @@ def _sql(value: object) -> object:
 
 
 _RECORD_VALUES = operator.attrgetter(*_COLUMNS)
-_POSITION = {name: n for n, name in enumerate(_COLUMNS)}
-_TRANSCRIPT = _POSITION["transcript"]
+_TRANSCRIPT = _rows.POSITION["transcript"]
 
 
-def _row_values(record: AgentRecord, changes: Mapping[str, object]) -> list[object]:
-    """The values of ``record`` changed by ``changes``, in ``_COLUMNS`` order, for SQLite."""
+def _record_values(record: AgentRecord) -> list[object]:
+    """The values of ``record`` in ``_COLUMNS`` order, as SQLite stores them."""
     values: list[object] = list(_RECORD_VALUES(record))
-    for name, value in changes.items():
-        values[_POSITION[name]] = value
     values[_TRANSCRIPT] = _sql(values[_TRANSCRIPT])  # the one field that holds a Path
     return values
 
@@ -839,60 +682,62 @@ def _start_of(pid: int) -> str | None:
     return process_start(pid)
 
 
-_Change: TypeAlias = tuple[str, AgentRecord | None, dict[str, Any]]
-"""An agent id; the record it is registered with, or None; checked changes."""
-_Queue: TypeAlias = "queue.SimpleQueue[_Change | Callable[[], object] | None]"
+_Held: TypeAlias = "list[_rows.Change | Callable[[], object]]"
+_STORABLE: frozenset[type] = frozenset({str, int, float, bool, bytes, type(None)})
+"""The types of a value that can go into a row (and through ``marshal`` to the helper)."""
 
 
-_CLOSING: set[threading.Thread] = set()
-"""Writer threads not yet ended: ``close`` does not wait for one to close its connection."""
-
-
-@atexit.register
-def _join_closing() -> None:
-    """At exit, let the writer threads finish closing (registered first, so it runs last)."""
-    for thread in list(_CLOSING):  # a copy: each thread leaves the set as it ends
-        thread.join()
+def _check_storable(agent_id: str, values: Collection[object]) -> None:
+    if not _STORABLE.issuperset(map(type, values)):
+        bad = sorted({type(value).__name__ for value in values} - {t.__name__ for t in _STORABLE})
+        raise TypeError(f"agent {agent_id!r}: a row cannot hold a value of type {', '.join(bad)}")
 
 
 class RegistryWriter(AgentRows):
-    """Runs a registry's writes on one background thread, in the order they were given.
+    """Writes a registry's rows off the event loop, in the order they were given.
 
-    A write is milliseconds of disk I/O; done on the event loop it would stall
-    every agent of the tree. One thread keeps the order (an agent's row is
-    registered before it is updated). ``close`` waits for every queued write,
-    so a session that closes normally loses nothing; at interpreter exit an
-    unclosed writer is flushed too. A write that fails is logged, never raised.
+    The rows go to the helper process of ``state._appends``, which writes them with
+    ``sqlite3`` in its own interpreter (``_rows``): a writer thread here would take
+    the interpreter from the busy event loop for every statement. The loop's share
+    is turning a change into plain values; the rows of one turn of the loop go to the
+    pipe in one write, with the transcripts' lines. The helper writes all the rows of
+    one read of the pipe in one transaction, coalesced per agent (a register and the
+    updates after it: one INSERT of the final row), and keeps its connection.
 
     Row writes (``register``, ``update``, ``record_usage``, ``finish``) are checked
-    and stamped with the time when given, and written coalesced: what is queued
-    for one agent when the thread gets to it becomes one row write (a register
-    and the updates after it, one INSERT of the final row), and the rows of one
-    drain go in with one statement per kind of write (``Registry.apply``). The
-    thread is starved of the GIL while the event loop is busy, so its backlog
-    grows; coalesced, a backlog costs about one row per agent, not one per write.
-    The thread keeps one connection (``Registry.keeping_connection``).
+    and stamped with the time on the caller's thread, and return at once. A row that
+    fails is logged, never raised. ``close`` waits until every row is written, so a
+    session that closes normally loses nothing; at interpreter exit an unclosed
+    writer is flushed too. Rows already sent survive a kill -9 of this process.
+
+    Where no helper could start, a thread of this process writes the rows with the
+    same ``_rows`` code: slower, never lost.
     """
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        """Written through ``apply``; each drain of the queue runs in one ``batch``."""
-        self._queue: _Queue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._ending: list[threading.Event] = []
-        """Set when a thread told to end has written everything (``close(wait=False)``)."""
-        self._written = threading.Event()
-        """The running thread's: set once it has written its last rows."""
+        """The database written (``Registry.path`` and ``timeout``); ``write`` runs its
+        operations."""
+        self._database = str(registry.path)
+        self._lock = threading.Lock()
+        self._sending: list[_rows.Change] = []
+        """Rows of this turn of the event loop, sent at its end."""
+        self._push_loop: asyncio.AbstractEventLoop | None = None
+        """The loop whose turn ends with a push of ``_sending``."""
+        self._held: _Held | None = None
+        """While an operation of ``write`` waits or runs: it, and everything given after it."""
+        self._operations: threading.Thread | None = None
+        self._at_exit = False
 
     def register(self, record: AgentRecord) -> None:
-        self._put((record.id, record, {}))
+        values = _record_values(record)
+        _check_storable(record.id, values)
+        self._put((record.id, values, {}))
 
     def update(self, agent_id: str, /, **changes: Any) -> None:
-        """As ``Registry.update``; also refuses None for a column that needs a value.
-
-        SQLite would refuse it on the thread, and with it the agent's whole
-        coalesced row: a ``ValueError`` here instead.
-        """
+        """As ``Registry.update``; also refuses None for a column that needs a value,
+        and a value no column can hold, with a ``ValueError`` or ``TypeError`` here
+        rather than a failed row later."""
         values = checked_changes(changes)
         if None in values.values() and (
             missing := sorted(
@@ -900,106 +745,161 @@ class RegistryWriter(AgentRows):
             )
         ):
             raise ValueError(f"an agent's {', '.join(missing)} cannot be None")
+        _check_storable(agent_id, values.values())
         self._put((agent_id, None, values))
 
     def write(self, operation: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
-        """Queue ``operation(*args, **kwargs)``, e.g. ``write(registry.mark_lost)``.
+        """Run ``operation(*args, **kwargs)`` on a thread, e.g. ``write(registry.mark_lost)``.
 
-        It runs after every write queued before it and before every write queued after it.
+        It runs once every row given before it is written, and the rows given after it
+        wait (here, in memory) until it has run.
         """
-        self._put(functools.partial(operation, *args, **kwargs))
-
-    def _put(self, item: _Change | Callable[[], object]) -> None:
-        if self._thread is None:
-            self._queue = queue.SimpleQueue()  # each thread drains its own queue to the end
-            before, self._ending = self._ending, []  # the new thread waits for them first
-            self._written = threading.Event()
-            self._thread = threading.Thread(
-                target=self._work,
-                args=(self._queue, before, self._written),
-                name="forkagent-registry",
-                daemon=True,
+        call = functools.partial(operation, *args, **kwargs)
+        with self._lock:
+            self._exit_waits()
+            if self._held is not None:
+                self._held.append(call)
+                return
+            self._push_locked()
+            self._held = [call]
+            self._operations = threading.Thread(
+                target=self._run_operations, name="forkagent-registry", daemon=True
             )
-            _CLOSING.add(self._thread)
-            self._thread.start()
-            atexit.register(self.close)
-        self._queue.put(item)
+            self._operations.start()
 
     def close(self, *, wait: bool = True) -> None:
-        """Let the thread write everything queued and end (a later write starts a new one).
+        """Send every row given so far; ``wait``: until they are written.
 
-        ``wait``: until it has. ``close(wait=False)`` lets the caller close other
-        things meanwhile; a later ``close()``, or the interpreter's exit, waits.
-        Neither waits for the thread to close its connection, which checkpoints the
-        WAL into the file (two ``fsync``, milliseconds): every row is committed before.
+        ``close(wait=False)`` lets the caller close other things meanwhile; a later
+        ``close()``, or the interpreter's exit, waits. The writer can be used again.
         """
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(None)
-            self._ending.append(self._written)
-        if wait:
-            while self._ending:
-                self._ending.pop().wait()
-            atexit.unregister(self.close)
+        with self._lock:
+            self._push_locked()
+            operations = self._operations
+        if not wait:
+            return
+        if operations is not None:
+            operations.join()
+        _flush_rows()
+        with self._lock:
+            if self._at_exit and self._held is None and not self._sending:
+                atexit.unregister(self.close)
+                self._at_exit = False
 
-    def _work(
-        self, pending: _Queue, before: list[threading.Event], written: threading.Event
-    ) -> None:
-        """Write what is queued, everything waiting at once in one transaction, until None.
-
-        First wait for ``before``, threads still ending after ``close(wait=False)``:
-        their writes were queued first. Set ``written`` once the last rows are.
-        """
-        try:
-            for ended in before:
-                ended.wait()
-            with self.registry.keeping_connection():
-                self._drain(pending, written)
-        finally:
-            written.set()
-            _CLOSING.discard(threading.current_thread())
-
-    def _drain(self, pending: _Queue, written: threading.Event) -> None:
-        """Each time, everything queued in one transaction; set ``written`` after the last."""
-        while True:
-            # No waiting for more: a row must reach the disk before a kill -9 can take it.
-            # Writes queued while the last transaction ran still share the next one.
-            items = [pending.get()]
-            while not pending.empty():
-                items.append(pending.get())
-            try:
-                with self.registry.batch():
-                    self._write(items)
-            except Exception:
-                logger.exception("could not write to the agent registry %s", self.registry.path)
-            if None in items:
-                written.set()
+    def _put(self, change: _rows.Change) -> None:
+        with self._lock:
+            self._exit_waits()
+            if self._held is not None:
+                self._held.append(change)
                 return
+            self._sending.append(change)
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self._push_locked()  # no turn to wait for the end of
+                return
+            if self._push_loop is not loop:  # not another loop's, which may have closed
+                self._push_loop = loop
+                loop.call_soon(self._push)
 
-    def _write(self, items: Iterable[_Change | Callable[[], object] | None]) -> None:
-        """Coalesce the row writes per agent; an operation first writes the rows before it."""
-        rows: dict[str, RowWrite] = {}
-        for item in items:
-            if item is None:
-                break
-            if isinstance(item, tuple):
-                agent_id, record, changes = item
-                row = rows.get(agent_id)
-                if row is None or record is not None:  # a register replaces the whole row
-                    row = rows[agent_id] = RowWrite(record)
-                row.changes.update(changes)
-            else:
-                self._flush(rows)
-                rows = {}
-                self._run(item)
-        self._flush(rows)
+    def _exit_waits(self) -> None:
+        if not self._at_exit:
+            self._at_exit = True
+            atexit.register(self.close)
 
-    def _flush(self, rows: dict[str, RowWrite]) -> None:
-        if rows:
-            self._run(functools.partial(self.registry.apply, rows))
+    def _push(self) -> None:
+        with self._lock:
+            self._push_loop = None
+            self._push_locked()
 
-    def _run(self, operation: Callable[[], object]) -> None:
-        try:
-            operation()
-        except Exception:
-            logger.exception("a write to the agent registry %s failed", self.registry.path)
+    def _push_locked(self) -> None:
+        """Send the rows of ``_sending``, to the helper or else to this process's thread."""
+        if not self._sending:
+            return
+        changes, self._sending = self._sending, []
+        timeout = self.registry.timeout
+        if not BACKGROUND.send_rows(self._database, marshal.dumps((timeout, changes))):
+            _IN_PROCESS.put(self._database, timeout, changes)
+
+    def _run_operations(self) -> None:
+        """Run the held operations in order, each after the rows before it are written."""
+        while True:
+            with self._lock:
+                assert self._held
+                operation = self._held.pop(0)
+                assert callable(operation)
+            _flush_rows()
+            try:
+                operation()
+            except Exception:
+                logger.exception("a write to the agent registry %s failed", self.registry.path)
+            with self._lock:
+                assert self._held is not None
+                while self._held and not callable(change := self._held[0]):
+                    self._sending.append(change)
+                    del self._held[0]
+                self._push_locked()
+                if not self._held:
+                    self._held = self._operations = None
+                    return
+
+
+class _InProcessRows:
+    """Where no helper process could start: a thread of this process writes the rows."""
+
+    def __init__(self) -> None:
+        self.forget_thread()
+
+    def forget_thread(self) -> None:
+        """Start afresh (in a child process after ``fork``, where the thread does not run)."""
+        self._queue: queue.SimpleQueue[tuple[str, float, list[_rows.Change]] | threading.Event]
+        self._queue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def put(self, database: str, timeout: float, changes: list[_rows.Change]) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._work, name="forkagent-registry-rows", daemon=True
+                )
+                self._thread.start()
+        self._queue.put((database, timeout, changes))
+
+    def flush(self) -> None:
+        """Wait until every row put so far is written (and the connections closed)."""
+        if self._thread is not None:
+            written = threading.Event()
+            self._queue.put(written)
+            written.wait()
+
+    def _work(self) -> None:
+        """Write what is queued, per database in one transaction; close them when idle."""
+        databases = _rows.Databases()
+        while True:
+            items = [self._queue.get()]
+            while not self._queue.empty():
+                items.append(self._queue.get())
+            pending: dict[tuple[str, float], list[_rows.Change]] = {}
+            for item in items:
+                if not isinstance(item, threading.Event):
+                    database, timeout, changes = item
+                    pending.setdefault((database, timeout), []).extend(changes)
+            for (database, timeout), changes in pending.items():
+                if (failure := databases.write(database, timeout, changes)) is not None:
+                    logger.error("a write to the agent registry %s failed: %s", database, failure)
+            if self._queue.empty():
+                databases.close()  # checkpoints the WAL: a flush leaves no -wal file behind
+            for item in items:
+                if isinstance(item, threading.Event):
+                    item.set()
+
+
+def _flush_rows() -> None:
+    """Wait until every row sent so far is written, wherever it went."""
+    BACKGROUND.flush()
+    _IN_PROCESS.flush()
+
+
+_IN_PROCESS = _InProcessRows()
+os.register_at_fork(after_in_child=_IN_PROCESS.forget_thread)
