@@ -422,7 +422,7 @@ class Session(Generic[OutputT]):
             self._runtime.runs, root_id, registry, not agent.skip_transcript, trusted=trusted
         )
         if (writes := recorder.registry_writes) is not None:
-            writes.write(writes.registry.mark_lost)
+            writes.mark_lost()
         if recorder.transcripts or recorder.registry_writes is not None:
             self._runtime.listeners.insert(0, recorder)  # else it has no event to record
         if not self._mcp_servers:

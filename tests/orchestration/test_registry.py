@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from forkagent import Agent
+from forkagent.state import _rows
 from forkagent.state import registry as registry_module
 from forkagent.state.registry import (
     AgentRecord,
@@ -382,7 +383,7 @@ def test_process_start_tells_processes_apart(
     sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch, source: str
 ) -> None:
     if source == "ps":  # the fallback for systems without /proc
-        monkeypatch.setattr(registry_module, "_PROC_STAT", Path("/no/such/proc/self/stat"))
+        monkeypatch.setattr(_rows, "PROC_STAT", "/no/such/proc/self/stat")
     own, child = process_start(os.getpid()), process_start(sleeper.pid)
     assert own is not None
     assert child is not None

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import subprocess
 import sys
 import threading
 from collections.abc import Mapping
 from contextlib import closing
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,31 @@ def test_a_child_after_fork_writes_its_rows_through_a_helper_of_its_own(tmp_path
         "parent-after": "completed",
         **{f"child{n}": "completed" for n in range(20)},
     }
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.parametrize("helper", [True, False], ids=["helper", "no-helper"])
+def test_mark_lost_sweeps_the_rows_sent_before_it_not_those_after(
+    tmp_path: Path, request: pytest.FixtureRequest, helper: bool
+) -> None:
+    """A session's first act: its crashed predecessors' rows become ``lost``, in order."""
+    if not helper:
+        request.getfixturevalue("no_helper")
+    gone = dead_pid()
+    registry = Registry(tmp_path / "registry.db")
+    writer = RegistryWriter(registry)
+    writer.register(replace(record("crashed"), pid=gone))
+    writer.mark_lost()
+    writer.register(replace(record("later"), pid=gone))  # not yet there when it swept
+    writer.close()
+    rows = {r.id: r for r in registry.list(limit=None)}
+    assert (rows["crashed"].status, rows["later"].status) == ("lost", "running")
+    assert (
+        rows["crashed"].error == f"process {gone} on {rows['crashed'].host} ended without reporting"
+    )

@@ -6,9 +6,10 @@ or the environment. It reads requests from its standard input until the pipe end
 making each append in the order sent, and answers on its standard output: once when
 it runs, once per sync request, and for each append or batch of rows that failed.
 
-Rows (``ROWS``: a database path and ``marshal``-ed ``(timeout, [_rows.Change])``) go to
-their database with ``_rows``, loaded beside this file when the first arrive: all the
-rows of one read of the pipe, coalesced per agent, in one transaction.
+Rows (``ROWS``: a database path and ``marshal``-ed ``(timeout, [_rows.Change], sweep)``)
+go to their database with ``_rows``, loaded beside this file when the first arrive: all
+the rows of one read of the pipe, coalesced per agent, in one transaction. ``sweep``:
+then mark lost the agents of this host whose process has ended (``Registry.mark_lost``).
 """
 
 from __future__ import annotations
@@ -157,19 +158,29 @@ class _PendingRows:
         self._databases: Databases | None = None
 
     def add(self, path: str, data: bytes) -> None:
-        timeout, changes = marshal.loads(data)
+        timeout, changes, sweep = marshal.loads(data)
         self._pending.setdefault((path, timeout), []).extend(changes)
+        if sweep:  # after the rows sent before it, before those sent after
+            self.write()
+            self._answer(path, self._open().mark_lost(path, timeout))
 
     def write(self) -> None:
         if not self._pending:
             return
+        databases = self._open()
+        for (path, timeout), changes in self._pending.items():
+            self._answer(path, databases.write(path, timeout, changes))
+        self._pending.clear()
+
+    def _open(self) -> Databases:
         if self._databases is None:
             self._databases = _load_rows().Databases()
-        for (path, timeout), changes in self._pending.items():
-            if (failure := self._databases.write(path, timeout, changes)) is not None:
-                reason = os.fsencode(path) + b"\0" + failure.encode(errors="replace")
-                _reply(self._replies, ROWS_FAILED, 0, reason)
-        self._pending.clear()
+        return self._databases
+
+    def _answer(self, path: str, failure: str | None) -> None:
+        if failure is not None:
+            reason = os.fsencode(path) + b"\0" + failure.encode(errors="replace")
+            _reply(self._replies, ROWS_FAILED, 0, reason)
 
     def close(self) -> None:
         if self._databases is not None:

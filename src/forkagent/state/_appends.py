@@ -159,8 +159,8 @@ class BackgroundAppends:
         self._send(APPEND, os.fsencode(path), data, flags)
 
     def send_rows(self, database: str, rows: bytes) -> bool:
-        """Send ``rows`` (``marshal``-ed ``(timeout, [_rows.Change])``) to be written to
-        ``database``; False where there is no helper to send them to."""
+        """Send ``rows`` (``marshal``-ed ``(timeout, [_rows.Change], sweep)``) to be written
+        to ``database``; False where there is no helper to send them to."""
         if not self._started:
             self._start()
         if self._helper is None or self._broken is not None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
+import socket
 import sqlite3
 import time
 from collections import OrderedDict
@@ -217,6 +219,87 @@ def use_wal(db: sqlite3.Connection, timeout: float) -> None:
             time.sleep(0.01)
 
 
+def find_lost(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """The running agents of this host whose process has surely ended, and why."""
+    host = socket.gethostname()
+    rows = db.execute(
+        "SELECT id, pid, process_start FROM agents WHERE status = 'running' AND host = ?",
+        (host,),
+    ).fetchall()
+    return [(agent_id, why) for agent_id, pid, start in rows if (why := gone(pid, host, start))]
+
+
+def set_lost(db: sqlite3.Connection, lost: Iterable[tuple[str, str]]) -> None:
+    """Mark these agents ``lost`` (with why, as their error) if they still say running."""
+    now = time.time()
+    db.executemany(
+        "UPDATE agents SET status = 'lost', ended_at = ?, updated_at = ?, error = ? "
+        "WHERE id = ? AND status = 'running'",
+        [(now, now, why, agent_id) for agent_id, why in lost],
+    )
+
+
+def gone(pid: int | None, host: str | None, start: str | None) -> str | None:
+    """Why an agent's process has surely ended, or None when it may still run.
+
+    Only a pid on this host can be checked: it no longer exists, or it now belongs
+    to a process that started at another time than ``start`` (the pid was reused).
+    """
+    if pid is None or pid <= 0 or host != socket.gethostname():
+        return None
+    ended = f"process {pid} on {host} ended without reporting"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return ended
+    except PermissionError:
+        pass  # it exists, under another user
+    if start is None:
+        return None  # recorded without a start time: the pid is all there is to go on
+    now = process_start(pid)
+    if now is None or now == start:
+        return None
+    return f"{ended} (its pid now belongs to another process)"
+
+
+PROC_STAT = "/proc/self/stat"
+
+
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started, as an opaque string; None if it cannot be told.
+
+    Linux: the boot id and the start time in clock ticks since boot, from
+    ``/proc``; elsewhere ``ps -o lstart=`` (to the second). Two processes that
+    held the same pid give different strings.
+    """
+    if os.path.exists(PROC_STAT):
+        return _proc_start(pid)
+    return _ps_start(pid)
+
+
+def _proc_start(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat, open("/proc/sys/kernel/random/boot_id") as boot:
+            fields, boot_id = stat.read(), boot.read().strip()
+    except OSError:
+        return None
+    # Field 2, the command name, may hold spaces and parentheses: count from its end.
+    after_name = fields.rpartition(")")[2].split()
+    return f"{boot_id}:{after_name[19]}"  # field 22, starttime
+
+
+def _ps_start(pid: int) -> str | None:
+    import subprocess  # only where there is no /proc: the helper starts faster
+
+    try:
+        ps = subprocess.run(
+            ["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return ps.stdout.strip() or None
+
+
 class Databases:
     """Writes coalesced changes to registries, keeping the last few connections open.
 
@@ -231,6 +314,17 @@ class Databases:
 
     def write(self, path: str, timeout: float, changes: Iterable[Change]) -> str | None:
         """Write ``changes`` to ``path`` in one transaction; what went wrong, if anything."""
+        return self._in_transaction(
+            path, timeout, lambda db: write_rows(db, coalesce(changes), path)
+        )
+
+    def mark_lost(self, path: str, timeout: float) -> str | None:
+        """``Registry.mark_lost`` on ``path``; what went wrong, if anything."""
+        return self._in_transaction(path, timeout, _mark_lost)
+
+    def _in_transaction(
+        self, path: str, timeout: float, work: Callable[[sqlite3.Connection], list[str]]
+    ) -> str | None:
         key = (path, timeout)
         try:
             db = self._open.pop(key, None) or self._connect(path, timeout)
@@ -238,7 +332,7 @@ class Databases:
             while len(self._open) > OPEN_DATABASES:
                 self._open.popitem(last=False)[1].close()
             with transaction(db, "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"):
-                failures = write_rows(db, coalesce(changes), path)
+                failures = work(db)
         except sqlite3.Error as exc:
             if (failed := self._open.pop(key, None)) is not None:
                 failed.close()
@@ -255,3 +349,8 @@ class Databases:
         db = connect(path, timeout)
         use_wal(db, timeout)
         return db
+
+
+def _mark_lost(db: sqlite3.Connection) -> list[str]:
+    set_lost(db, find_lost(db))
+    return []

@@ -29,7 +29,6 @@ import queue
 import re
 import socket
 import sqlite3
-import subprocess
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -46,6 +45,7 @@ from ..messages import JsonValue
 from ..usage import Usage
 from . import _rows
 from ._appends import BACKGROUND
+from ._rows import process_start as process_start
 from .transcript import (
     TranscriptError,
     UsageEntry,
@@ -388,8 +388,9 @@ class Registry(AgentRows):
         record = self.get(agent_id)
         if record.finished:
             return StopResult("already_finished", record)
-        if why := _gone_reason(record):
-            self._mark_lost(record, why)
+        if why := _rows.gone(record.pid, record.host, record.process_start):
+            with self._writing() as db:
+                _rows.set_lost(db, [(record.id, why)])
             return StopResult("lost", self.get(record.id))
         with self._writing() as db:
             db.execute(
@@ -449,23 +450,11 @@ class Registry(AgentRows):
     def mark_lost(self) -> tuple[AgentRecord, ...]:
         """Mark ``lost`` the running agents whose process on this host has ended."""
         with self._connection() as db:
-            rows = db.execute(
-                "SELECT * FROM agents WHERE status = 'running' AND host = ?",
-                (socket.gethostname(),),
-            ).fetchall()
-        gone = [(r, why) for r in map(_from_row, rows) if (why := _gone_reason(r))]
-        for record, why in gone:
-            self._mark_lost(record, why)
-        return tuple(self.get(r.id) for r, _ in gone)
-
-    def _mark_lost(self, record: AgentRecord, why: str) -> None:
-        now = time.time()
-        with self._writing() as db:
-            db.execute(
-                "UPDATE agents SET status = 'lost', ended_at = ?, updated_at = ?, error = ? "
-                "WHERE id = ? AND status = 'running'",
-                (now, now, why, record.id),
-            )
+            lost = _rows.find_lost(db)
+        if lost:
+            with self._writing() as db:
+                _rows.set_lost(db, lost)
+        return tuple(self.get(agent_id) for agent_id, _ in lost)
 
     # -- connections -----------------------------------------------------------
 
@@ -613,65 +602,6 @@ def _from_row(row: sqlite3.Row) -> AgentRecord:
     return AgentRecord(**data)
 
 
-def _gone_reason(record: AgentRecord) -> str | None:
-    """Why the agent's process has surely ended, or None when it may still run.
-
-    Only a pid on this host can be checked: it no longer exists, or it now
-    belongs to a process that started at another time (the pid was reused).
-    """
-    if record.pid is None or record.pid <= 0 or record.host != socket.gethostname():
-        return None
-    ended = f"process {record.pid} on {record.host} ended without reporting"
-    try:
-        os.kill(record.pid, 0)
-    except ProcessLookupError:
-        return ended
-    except PermissionError:
-        pass  # it exists, under another user
-    if record.process_start is None:
-        return None  # recorded without a start time: the pid is all there is to go on
-    now = process_start(record.pid)
-    if now is None or now == record.process_start:
-        return None
-    return f"{ended} (its pid now belongs to another process)"
-
-
-def process_start(pid: int) -> str | None:
-    """When process ``pid`` started, as an opaque string; None if it cannot be told.
-
-    Linux: the boot id and the start time in clock ticks since boot, from
-    ``/proc``; elsewhere ``ps -o lstart=`` (to the second). Two processes that
-    held the same pid give different strings.
-    """
-    if _PROC_STAT.exists():
-        return _proc_start(pid)
-    return _ps_start(pid)
-
-
-_PROC_STAT = Path("/proc/self/stat")
-
-
-def _proc_start(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
-    # Field 2, the command name, may hold spaces and parentheses: count from its end.
-    after_name = stat.rpartition(")")[2].split()
-    return f"{boot}:{after_name[19]}"  # field 22, starttime
-
-
-def _ps_start(pid: int) -> str | None:
-    try:
-        ps = subprocess.run(
-            ["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return ps.stdout.strip() or None
-
-
 def own_process_start() -> str | None:
     """``process_start`` of this process (read once)."""
     return _start_of(os.getpid())
@@ -748,6 +678,19 @@ class RegistryWriter(AgentRows):
         _check_storable(agent_id, values.values())
         self._put((agent_id, None, values))
 
+    def mark_lost(self) -> None:
+        """``Registry.mark_lost``, in order with the rows, by the helper process.
+
+        A session starts with it (a crashed run's agents): on a thread of this process
+        its queries took the interpreter from the event loop for the session's first
+        tens of milliseconds. Without a helper, ``write(registry.mark_lost)``.
+        """
+        with self._lock:
+            self._exit_waits()
+            if self._held is None and self._push_locked(mark_lost=True):
+                return
+        self.write(self.registry.mark_lost)
+
     def write(self, operation: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
         """Run ``operation(*args, **kwargs)`` on a thread, e.g. ``write(registry.mark_lost)``.
 
@@ -812,14 +755,19 @@ class RegistryWriter(AgentRows):
             self._push_loop = None
             self._push_locked()
 
-    def _push_locked(self) -> None:
-        """Send the rows of ``_sending``, to the helper or else to this process's thread."""
-        if not self._sending:
-            return
+    def _push_locked(self, *, mark_lost: bool = False) -> bool:
+        """Send the rows of ``_sending`` (then ``mark_lost``) to the helper; without one,
+        the rows to this process's thread. Whether the helper took them."""
+        if not self._sending and not mark_lost:
+            return True
         changes, self._sending = self._sending, []
         timeout = self.registry.timeout
-        if not BACKGROUND.send_rows(self._database, marshal.dumps((timeout, changes))):
+        payload = marshal.dumps((timeout, changes, mark_lost))
+        if BACKGROUND.send_rows(self._database, payload):
+            return True
+        if changes:
             _IN_PROCESS.put(self._database, timeout, changes)
+        return False
 
     def _run_operations(self) -> None:
         """Run the held operations in order, each after the rows before it are written."""
