@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+import sqlite3
+import threading
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
+
+import pytest
 
 from forkagent import Agent
 from forkagent._orchestration.fork import is_fork_history
@@ -13,6 +17,7 @@ from forkagent.messages import AssistantMessage, Message, ToolResultBlock, UserM
 from forkagent.models import Model
 from forkagent.models.function import Reply, ReplyFunction
 from forkagent.requests import ModelRequest
+from forkagent.state import _rows
 from forkagent.testing import FunctionModel
 
 ROOT_PROMPT = "You are the root agent of a forkagent test."
@@ -109,3 +114,17 @@ def last_text(request: ModelRequest) -> str:
     if isinstance(last, UserMessage):
         parts += [r.text for r in last.tool_results]
     return "\n".join(p for p in parts if p)
+
+
+def threads_writing_rows(monkeypatch: pytest.MonkeyPatch) -> list[threading.Thread]:
+    """The threads of this process that write registry rows (``_rows.write_rows``), once each
+    time, from now on; the helper process's writes are not among them."""
+    threads: list[threading.Thread] = []
+    write_rows = _rows.write_rows
+
+    def spy(db: sqlite3.Connection, rows: Mapping[str, _rows.Row], where: str) -> list[str]:
+        threads.append(threading.current_thread())
+        return write_rows(db, rows, where)
+
+    monkeypatch.setattr(_rows, "write_rows", spy)
+    return threads

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
+import marshal
 import os
 import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
 from contextlib import closing
 from dataclasses import fields, replace
 from pathlib import Path
@@ -19,6 +19,8 @@ from forkagent.state import _rows
 from forkagent.state import registry as registry_module
 from forkagent.state._appends import BACKGROUND, BackgroundAppends
 from forkagent.state.registry import AgentRecord, Registry, RegistryWriter
+
+from ._support import threads_writing_rows
 
 
 def record(agent_id: str) -> AgentRecord:
@@ -75,14 +77,7 @@ def test_without_a_helper_a_thread_of_this_process_writes_the_rows(
     caplog: pytest.LogCaptureFixture,
     no_helper: BackgroundAppends,
 ) -> None:
-    threads: list[threading.Thread] = []
-    write_rows = _rows.write_rows
-
-    def spy(db: sqlite3.Connection, rows: Mapping[str, _rows.Row], where: str) -> list[str]:
-        threads.append(threading.current_thread())
-        return write_rows(db, rows, where)
-
-    monkeypatch.setattr(_rows, "write_rows", spy)
+    threads = threads_writing_rows(monkeypatch)
     registry = Registry(tmp_path / "registry.db")
     refuse(registry, "a7")
     writer = RegistryWriter(registry)
@@ -163,3 +158,22 @@ def test_mark_lost_sweeps_the_rows_sent_before_it_not_those_after(
     assert (
         rows["crashed"].error == f"process {gone} on {rows['crashed'].host} ended without reporting"
     )
+
+
+def test_a_fault_in_the_helpers_row_code_loses_that_batch_not_the_helper(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rows that slipped past the checks (no such column) are the registry's loss alone."""
+    registry = Registry(tmp_path / "registry.db")
+    bad_row = (record("bad").id, [None] * len(_rows.COLUMNS), {"colour": "red"})
+    assert BACKGROUND.send_rows(str(registry.path), marshal.dumps((30.0, [bad_row], False)))
+    BACKGROUND.flush()  # that batch is over: the rows read with it would be lost with it
+    transcript = tmp_path / "t.jsonl"
+    BACKGROUND.append(str(transcript), b"still written\n", fsync=False, create=True)
+    writer = RegistryWriter(registry)
+    writer.register(record("after"))
+    writer.close()
+    assert "the registry helper failed: KeyError('colour')" in caplog.text
+    assert [r.id for r in registry.list()] == ["after"]
+    assert transcript.read_bytes() == b"still written\n"
+    assert BACKGROUND.failure(str(transcript)) is None

@@ -6,20 +6,17 @@ import asyncio
 import logging
 import os
 import sqlite3
-import threading
-from collections.abc import Mapping
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from forkagent.state import _rows
 from forkagent.state._appends import BACKGROUND
 from forkagent.state.registry import AgentRecord, Registry
 from forkagent.testing import reply, tool_call
 from forkagent.tools import tool
 
-from ._support import make_agent, tree_model, turn_of
+from ._support import make_agent, threads_writing_rows, tree_model, turn_of
 
 
 def held_open_by(pid: int, path: Path) -> bool:
@@ -34,14 +31,7 @@ async def test_the_event_loop_never_waits_on_a_registry_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The helper process writes the rows: this process runs none of the SQL that does."""
-    here: list[int] = []
-    write_rows = _rows.write_rows
-
-    def spy(db: sqlite3.Connection, rows: Mapping[str, _rows.Row], where: str) -> list[str]:
-        here.append(threading.get_ident())
-        return write_rows(db, rows, where)
-
-    monkeypatch.setattr(_rows, "write_rows", spy)
+    here = threads_writing_rows(monkeypatch)
     registry = Registry(tmp_path / "registry.db")
     forks = [tool_call("Agent", id=f"f{i}", prompt=f"part {i}", fork=True) for i in range(3)]
     model = tree_model([reply(*forks)])

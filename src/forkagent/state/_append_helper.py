@@ -162,29 +162,32 @@ class _PendingRows:
         self._pending.setdefault((path, timeout), []).extend(changes)
         if sweep:  # after the rows sent before it, before those sent after
             self.write()
-            self._answer(path, self._open().mark_lost(path, timeout))
+            self._run(path, timeout, None)
 
     def write(self) -> None:
-        if not self._pending:
-            return
-        databases = self._open()
         for (path, timeout), changes in self._pending.items():
-            self._answer(path, databases.write(path, timeout, changes))
+            self._run(path, timeout, changes)
         self._pending.clear()
-
-    def _open(self) -> Databases:
-        if self._databases is None:
-            self._databases = _load_rows().Databases()
-        return self._databases
-
-    def _answer(self, path: str, failure: str | None) -> None:
-        if failure is not None:
-            reason = os.fsencode(path) + b"\0" + failure.encode(errors="replace")
-            _reply(self._replies, ROWS_FAILED, 0, reason)
 
     def close(self) -> None:
         if self._databases is not None:
             self._databases.close()
+
+    def _run(self, path: str, timeout: float, changes: list[Change] | None) -> None:
+        """Write ``changes`` to ``path`` (None: mark lost there); answer what failed. A fault
+        in ``_rows`` loses the batch, not the helper: the transcripts' appends go on."""
+        try:
+            if self._databases is None:
+                self._databases = _load_rows().Databases()
+            if changes is None:
+                failure = self._databases.mark_lost(path, timeout)
+            else:
+                failure = self._databases.write(path, timeout, changes)
+        except Exception as exc:
+            failure = f"the registry helper failed: {exc!r}"
+        if failure is not None:
+            reason = os.fsencode(path) + b"\0" + failure.encode(errors="replace")
+            _reply(self._replies, ROWS_FAILED, 0, reason)
 
 
 class _RowsModule(Protocol):

@@ -48,7 +48,7 @@ from ._append_helper import (
 )
 
 logger = logging.getLogger(__name__)
-registry_logger = logging.getLogger(__package__ + ".registry")
+_registry_logger = logging.getLogger(__package__ + ".registry")
 """A batch of rows the helper could not write is the registry's error, not a transcript's."""
 
 _PIPE_SIZE = 1 << 20
@@ -114,7 +114,7 @@ class _Outbox:
 
 
 class BackgroundAppends:
-    """Sends appends to the helper process; knows which ones failed and when all are made.
+    """Sends appends (and registry rows) to the helper; knows which failed and when all are made.
 
     ``append`` returns once the append is in the pipe. A failed append is
     reported by the helper and kept by file until ``failure`` reads it; the
@@ -293,7 +293,7 @@ class BackgroundAppends:
                     self._made = max(self._made, number)
                 elif kind == ROWS_FAILED:
                     database, _, reason = message.decode("utf-8", "replace").partition("\0")
-                    registry_logger.error(
+                    _registry_logger.error(
                         "a write to the agent registry %s failed: %s", database, reason
                     )
                 else:

@@ -834,7 +834,11 @@ class _InProcessRows:
                     database, timeout, changes = item
                     pending.setdefault((database, timeout), []).extend(changes)
             for (database, timeout), changes in pending.items():
-                if (failure := databases.write(database, timeout, changes)) is not None:
+                try:
+                    failure = databases.write(database, timeout, changes)
+                except Exception as exc:  # a fault in _rows: the flush below must still come
+                    failure = repr(exc)
+                if failure is not None:
                     logger.error("a write to the agent registry %s failed: %s", database, failure)
             if self._queue.empty():
                 databases.close()  # checkpoints the WAL: a flush leaves no -wal file behind
