@@ -1,8 +1,8 @@
 """A burst of background forks at the default settings: every record is whole once the session ends.
 
-Transcript lines go out on a writer thread and registry rows on another, so
-that the event loop never waits on the disk; these tests hold them to what a
-synchronous writer would have left on disk.
+Transcript lines and registry rows go out to a helper process, so that the event
+loop never waits on the disk; these tests hold them to what a synchronous writer
+would have left on disk.
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ Stopping works by polling: ``request_stop`` only sets a flag, and the process
 that owns the agent notices it (``stop_requested`` / ``wait_for_stop``) and
 cancels its own task. Nothing signals another process.
 
-A runtime on an event loop writes through a ``RegistryWriter``, whose thread
-does the disk I/O so the loop never waits on it, coalescing what is queued
-per agent and keeping one connection for its life.
+A runtime on an event loop writes through a ``RegistryWriter``: the rows go
+to the helper process of ``_appends``, which writes them (``_rows``, the same
+SQL as ``Registry.apply``) coalesced per agent, on a connection it keeps, so
+the loop never waits on the disk nor hands the interpreter to a thread.
 """
 
 from __future__ import annotations
