@@ -20,12 +20,14 @@ from forkagent.events import (
     AgentFinished,
     AgentMovedToBackground,
     AgentStarted,
+    CacheReported,
     ResponseReceived,
     ToolCalled,
 )
 from forkagent.messages import (
     AssistantMessage,
     ImageBlock,
+    JsonValue,
     Message,
     TextBlock,
     ThinkingBlock,
@@ -42,6 +44,8 @@ from forkagent.models.function import ScriptedModel
 from forkagent.requests import BlockPosition, ModelRequest, ModelSettings, ThinkingConfig, ToolSpec
 from forkagent.state.transcript import (
     FORMAT_VERSION,
+    CacheEntry,
+    HeaderTemplate,
     MessageEntry,
     StateDirError,
     StatusEntry,
@@ -54,6 +58,7 @@ from forkagent.state.transcript import (
     state_dir,
     transcript_path,
 )
+from forkagent.telemetry.cache import CacheFinding, CacheReport
 from forkagent.tools.base import FunctionTool
 from forkagent.usage import Usage
 
@@ -96,6 +101,16 @@ def conversation() -> list[Message]:
         user(tool_result("toolu_1", "CREATE TABLE t (id int);"), origin="tool"),
         assistant("Looks fine."),
     ]
+
+
+def assert_lines_are_their_entries_json(path: Path) -> None:
+    """Every line after the header is byte for byte its entry's own JSON: the lines the
+    writer makes without building the pydantic entry say exactly what the entry would."""
+    transcript = read_transcript(path)
+    lines = path.read_bytes().splitlines()[1:]
+    assert len(lines) == len(transcript.entries)
+    for line, entry in zip(lines, transcript.entries, strict=True):
+        assert line == entry.__pydantic_serializer__.to_json(entry)
 
 
 def write(path: Path, messages: list[Message], header: TranscriptHeader = HEADER) -> None:
@@ -168,6 +183,31 @@ def test_round_trip_is_lossless(
     assert messages_to_json(transcript.messages) == messages_to_json(messages)
     assert not transcript.torn_tail
     assert len(lines) == len(messages) + 2  # one line each, and the final newline
+    for line, entry in zip(lines[1:], transcript.entries, strict=False):
+        assert line == entry.__pydantic_serializer__.to_json(entry)
+
+
+@settings(max_examples=80, deadline=None)
+@given(agent_id=st.text(min_size=1), label=st.text())
+def test_a_header_from_its_familys_template_reads_back_as_the_header_itself(
+    agent_id: str, label: str
+) -> None:
+    """Only the child's id, label and time are filled into the family's serialized line:
+    any text (quotes, backslashes, newlines, control characters, any plane) round-trips."""
+    template = HeaderTemplate(HEADER)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "t.jsonl"
+        with TranscriptWriter(path) as writer:
+            writer.header_from(template, agent_id, label)
+            written = writer.written_header
+        line = path.read_bytes()
+        transcript = read_transcript(path)
+    assert written is not None
+    assert written == HEADER.model_copy(
+        update={"agent_id": agent_id, "label": label, "at": written.at}
+    )
+    assert transcript.header == written
+    assert json.loads(line) == json.loads(written.model_dump_json())
 
 
 def test_every_line_is_an_object_with_a_type(tmp_path: Path) -> None:
@@ -387,19 +427,36 @@ def test_events_become_usage_and_status_lines(tmp_path: Path) -> None:
     writer.on_event(ToolCalled(me, "t1", "Read", {}))
     response = ModelResponse(message=assistant("hi"), usage=priced, response_id="msg_1")
     writer.on_event(ResponseReceived(me, 1, response, seconds=0.5))
+    report = CacheReport(
+        status="miss",
+        prompt_tokens=12_000,
+        read_tokens=0,
+        write_tokens=11_990,
+        expected_tokens=9_000,
+        findings=(CacheFinding("system_changed", 'the system prompt\nchanged: "é"'),),
+        compared_with="parent main-0-def456's last request",
+        provider_diagnosis={"type": "unavailable", "score": 0.25},
+    )
+    writer.on_event(CacheReported(me, 1, report))
     writer.on_event(AgentMovedToBackground(me))
-    writer.on_event(AgentFinished(me, "completed", output="all good", details={"turns": 1}))
+    details: dict[str, JsonValue] = {"turns": 1, "why": ["a\u2028b", None, 1.5, True]}
+    writer.on_event(AgentFinished(me, "failed", "all good", error='bad "x"\n', details=details))
     writer.close()
 
+    assert_lines_are_their_entries_json(path)
     transcript = read_transcript(path)
+    assert transcript.cache_entries == (
+        CacheEntry(at=transcript.cache_entries[0].at, turn=1, report=report.to_dict()),
+    )
     statuses = [e.status for e in transcript.entries if isinstance(e, StatusEntry)]
-    assert statuses == ["running", "background", "completed"]
+    assert statuses == ["running", "background", "failed"]
     assert transcript.usage == priced
     assert transcript.cost == pytest.approx((1000 * 3 + 100 * 15 + 9000 * 0.3) / 1e6)
     assert transcript.finished
     assert transcript.status is not None
     assert transcript.status.output == "all good"
-    assert transcript.status.details == {"turns": 1}
+    assert transcript.status.error == 'bad "x"\n'
+    assert transcript.status.details == details
 
 
 def test_one_unknown_price_makes_the_total_unknown(tmp_path: Path) -> None:
