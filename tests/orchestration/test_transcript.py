@@ -41,7 +41,14 @@ from forkagent.messages import (
 )
 from forkagent.models.base import ModelResponse
 from forkagent.models.function import ScriptedModel
-from forkagent.requests import BlockPosition, ModelRequest, ModelSettings, ThinkingConfig, ToolSpec
+from forkagent.requests import (
+    BlockPosition,
+    Difference,
+    ModelRequest,
+    ModelSettings,
+    ThinkingConfig,
+    ToolSpec,
+)
 from forkagent.state.transcript import (
     FORMAT_VERSION,
     CacheEntry,
@@ -434,6 +441,7 @@ def test_events_become_usage_and_status_lines(tmp_path: Path) -> None:
         write_tokens=11_990,
         expected_tokens=9_000,
         findings=(CacheFinding("system_changed", 'the system prompt\nchanged: "é"'),),
+        difference=Difference("system", 0, "system block 0", 12, 'text "a" -> "b"'),
         compared_with="parent main-0-def456's last request",
         provider_diagnosis={"type": "unavailable", "score": 0.25},
     )

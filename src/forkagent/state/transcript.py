@@ -20,8 +20,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -219,13 +218,13 @@ class HeaderTemplate:
         shared = header.__pydantic_serializer__.to_json(header, exclude=_OWN_FIELDS)
         self._shared = b"," + shared[1:] + b"\n"
 
-    def fill(self, agent_id: str, label: str) -> tuple[TranscriptHeader, bytes]:
+    def fill(self, agent_id: str, label: str) -> tuple[FilledHeader, bytes]:
         """One agent's header, made now, and its line."""
-        at = _now()
+        header = FilledHeader(self, agent_id, label, _now())
         line = b"".join(
             (
                 b'{"type":"header","at":',
-                _JSON_TIME.to_json(at),
+                _JSON_TIME.to_json(header.at),
                 b',"agent_id":',
                 _JSON_STRING.to_json(agent_id),
                 b',"label":',
@@ -233,8 +232,29 @@ class HeaderTemplate:
                 self._shared,
             )
         )
-        own = {"at": at, "agent_id": agent_id, "label": label}
-        return self.header.model_copy(update=own), line
+        return header, line
+
+
+class FilledHeader:
+    """One agent's header from its family's template, made a ``TranscriptHeader`` only when
+    asked for: its writer needs only the id and the model (a copy of the family's header
+    per child cost about 2 us)."""
+
+    __slots__ = ("agent_id", "at", "label", "template")
+
+    def __init__(self, template: HeaderTemplate, agent_id: str, label: str, at: datetime) -> None:
+        self.template = template
+        self.agent_id = agent_id
+        self.label = label
+        self.at = at
+
+    @property
+    def model(self) -> str:
+        return self.template.header.model
+
+    def header(self) -> TranscriptHeader:
+        own = {"at": self.at, "agent_id": self.agent_id, "label": self.label}
+        return self.template.header.model_copy(update=own)
 
 
 class MessageEntry(_Line):
@@ -792,7 +812,7 @@ class TranscriptWriter:
         self._lock = threading.Lock()
         self._folder = os.path.dirname(self._file)
         make_state_dir(self._folder or ".")
-        self._header: TranscriptHeader | None = None
+        self._header: TranscriptHeader | FilledHeader | None = None
         self._history: HistoryView[Message] = HistoryView()
         self._lines = 0
         """Lines after the header: where a fork's ``HistoryReference`` points."""
@@ -849,7 +869,9 @@ class TranscriptWriter:
         """``header`` with the template's header for this agent: its family's line, filled in."""
         self._start(*template.fill(agent_id, label), inherited)
 
-    def _start(self, header: TranscriptHeader, line: bytes, inherited: Sequence[Message]) -> None:
+    def _start(
+        self, header: TranscriptHeader | FilledHeader, line: bytes, inherited: Sequence[Message]
+    ) -> None:
         if self._header is not None:
             raise TranscriptError(self.path, "already has a header")
         self._put(line, 0)
@@ -864,6 +886,8 @@ class TranscriptWriter:
     @property
     def written_header(self) -> TranscriptHeader | None:
         """The header line as written (None before it is)."""
+        if isinstance(self._header, FilledHeader):
+            self._header = self._header.header()
         return self._header
 
     @property
@@ -986,7 +1010,7 @@ class TranscriptWriter:
         if event.agent_id != header.agent_id:
             return
         if isinstance(event, AgentStarted):
-            self._write_lines([_valid_line(_status_fields("running"))])
+            self._write_line(_valid_line(_status_fields("running")))
         elif isinstance(event, ResponseReceived):
             response = event.response
             fields = self._usage_fields(
@@ -997,12 +1021,12 @@ class TranscriptWriter:
                 event.prewarm,
                 event.seconds,
             )
-            self._write_lines([_valid_line(fields)])
+            self._write_line(_valid_line(fields))
         elif isinstance(event, CacheReported):
-            cache = {"type": "cache", "at": _now(), "turn": event.turn}
-            self._write_lines([_valid_line({**cache, "report": event.report.to_dict()})])
+            cache = {"type": "cache", "at": _now(), "turn": event.turn, "report": event.report}
+            self._write_line(_valid_line(cache))
         elif isinstance(event, AgentMovedToBackground):
-            self._write_lines([_valid_line(_status_fields("background"))])
+            self._write_line(_valid_line(_status_fields("background")))
         elif isinstance(event, Compacted):
             self._write(
                 CompactionEntry(
@@ -1014,7 +1038,7 @@ class TranscriptWriter:
             )
         elif isinstance(event, AgentFinished):
             fields = _status_fields(event.status, event.output, event.error, event.details)
-            self._write_lines([_valid_line(fields)])
+            self._write_line(_valid_line(fields))
 
     def end(self) -> str:
         """No more lines, without waiting for those queued; returns the file's name, for
@@ -1042,25 +1066,28 @@ class TranscriptWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _required_header(self) -> TranscriptHeader:
+    def _required_header(self) -> TranscriptHeader | FilledHeader:
         if self._header is None:
             raise TranscriptError(self.path, "write the header first")
         return self._header
 
-    @contextmanager
-    def together(self) -> Iterator[None]:
+    def together(self) -> _Together:
         """The lines of the block go to the file in one write at its end (one open, one call)."""
+        return _Together(self)
+
+    def _gather(self) -> bool:
+        """Hold the lines from now on, unless a block already does; whether this one does."""
         if self._gathered is not None:
-            yield
-            return
+            return False
         self._gathered, self._gathered_lines = [], 0
-        try:
-            yield
-        finally:
-            gathered, lines = self._gathered, self._gathered_lines
-            self._gathered, self._gathered_lines = None, 0
-            if gathered:
-                self._put(b"".join(gathered), lines)
+        return True
+
+    def _release(self) -> None:
+        """Write the lines held since ``_gather``, in one append."""
+        gathered, lines = self._gathered, self._gathered_lines
+        self._gathered, self._gathered_lines = None, 0
+        if gathered:
+            self._put(b"".join(gathered), lines)
 
     def _write(self, *entries: _Line) -> None:
         self._write_lines([_json_line(e) for e in entries])
@@ -1071,6 +1098,10 @@ class TranscriptWriter:
             return
         self._required_header()
         self._put(b"".join(lines), len(lines))
+
+    def _write_line(self, line: bytes) -> None:
+        self._required_header()
+        self._put(line, 1)
 
     def _put(self, data: bytes, lines: int) -> None:
         """Whole serialized lines (``lines`` of them after the header) in one append, or with
@@ -1104,6 +1135,24 @@ class TranscriptWriter:
             except TranscriptError:
                 self._closed = True  # the file ends where the failure left it
                 raise
+
+
+class _Together:
+    """``TranscriptWriter.together``'s block: a class, as a generator's context manager cost
+    more per fork than the append it saves."""
+
+    __slots__ = ("_outermost", "_writer")
+
+    def __init__(self, writer: TranscriptWriter) -> None:
+        self._writer = writer
+        self._outermost = False
+
+    def __enter__(self) -> None:
+        self._outermost = self._writer._gather()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._outermost:
+            self._writer._release()
 
 
 def _json_line(entry: _Line) -> bytes:
