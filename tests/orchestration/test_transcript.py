@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Callable, MutableSequence
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from forkagent.events import (
     ResponseReceived,
     ToolCalled,
 )
+from forkagent.history import History
 from forkagent.messages import (
     AssistantMessage,
     ImageBlock,
@@ -280,9 +282,14 @@ async def test_a_request_rebuilt_from_the_transcript_is_byte_identical(tmp_path:
 # -- history changes -----------------------------------------------------------
 
 
-def test_sync_records_appends_replacements_and_truncation(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", [list, History], ids=["list", "History"])
+def test_sync_records_appends_replacements_and_truncation(
+    tmp_path: Path, kind: Callable[[list[Message]], MutableSequence[Message]]
+) -> None:
+    """The same lines whether the history is a list or a run's ``History`` (whose appends
+    since the writer's last snapshot are found without comparing the two)."""
     path = tmp_path / "t.jsonl"
-    history = conversation()
+    history = kind(conversation())
     writer = TranscriptWriter(path)
     writer.header(HEADER)
     assert writer.sync(history) == 4
@@ -293,6 +300,10 @@ def test_sync_records_appends_replacements_and_truncation(tmp_path: Path) -> Non
     history[-1] = UserMessage(
         content=(*history[-1].content, TextBlock(text="<task-notification/>")), origin="tool"
     )
+    assert writer.sync(history) == 1
+    assert read_transcript(path).messages == tuple(history)
+    history.append(assistant("Checking."))
+    history[-1] = assistant("Checked.")  # changed before it was recorded: one line
     assert writer.sync(history) == 1
     assert read_transcript(path).messages == tuple(history)
     del history[2:]
