@@ -898,7 +898,7 @@ class TranscriptWriter:
 
     def message(self, message: Message) -> None:
         """Record a message just appended to the history."""
-        self._write_lines([self._message_line(len(self._history), message, self._next_line())])
+        self._write_line(self._message_line(len(self._history), message, self._next_line()))
         self._history = self._history.extended((message,))
 
     def sync(self, messages: Sequence[Message]) -> int:
@@ -907,7 +907,8 @@ class TranscriptWriter:
         Call after every change to the history. Appends cost one line each;
         a replaced message (the loop merges notifications into the last user
         message) is recorded with its index. Unchanged messages are found by
-        identity, so each call is cheap.
+        identity, so each call is cheap; a run's ``History`` that only grew since
+        the last call is known to at once (``History.extends``).
         """
         appended = isinstance(messages, History) and messages.extends(self._history)
         messages = freeze(messages)  # kept as the next call's reference: no copy
