@@ -162,12 +162,7 @@ class Recorder:
         return new
 
     def _header(self, writer: TranscriptWriter, run: AgentRun, background: bool) -> None:
-        """A new transcript's header; a fork's refers to the history its parent recorded.
-
-        Made from the last header's template when everything but the agent's id and label
-        is the same (each sibling of a ``fork`` call after the first): the key holds every
-        value ``header_for`` reads, compared by identity first.
-        """
+        """A new transcript's header; a fork's refers to the history its parent recorded."""
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
         messages = freeze(run.messages)
@@ -176,17 +171,35 @@ class Recorder:
         if parent is not None and above is not None and shared:
             same = above.system == run.system and above.tools == run.tool_specs
             reference = (above.agent_id, shared, parent.lines, same)
+        template = self._template_for(run, background, reference)
+        writer.header_from(template, run.id, run.label, messages.prefix(shared))
+
+    def _template_for(
+        self, run: AgentRun, background: bool, reference: tuple[str, int, int, bool] | None
+    ) -> HeaderTemplate:
+        """The header ``run`` shares with its siblings: the last one made, when made from the
+        same values (each sibling of a ``fork`` call after the first). The key holds every
+        value ``header_for`` reads but the id and label, compared by identity first."""
         permissions = policy_record(run.policy, self.trusted)
         key = (
-            *(run.parent_id, run.kind, run.model.spec, run.system, run.tool_specs, run.settings),
-            *(run.cwd, run.shared_prefix_end, background, reference, permissions),
+            run.parent_id,
+            run.kind,
+            run.model.spec,
+            run.system,
+            run.tool_specs,
+            run.settings,
+            run.cwd,
+            run.shared_prefix_end,
+            background,
+            reference,
+            permissions,
         )
         if self._template is None or self._template[0] != key:
             history_from = None
             if reference is not None:
-                agent_id, messages_from, lines, prompt = reference
+                agent_id, messages, lines, prompt = reference
                 history_from = HistoryReference(
-                    agent_id=agent_id, messages=messages_from, lines=lines, prompt=prompt
+                    agent_id=agent_id, messages=messages, lines=lines, prompt=prompt
                 )
             header = header_for(
                 run,
@@ -196,7 +209,7 @@ class Recorder:
                 extra={"permissions": permissions},
             )
             self._template = (key, HeaderTemplate(header))
-        writer.header_from(self._template[1], run.id, run.label, messages.prefix(shared))
+        return self._template[1]
 
     def _registry_update(self, run: AgentRun, event: Event) -> None:
         writes = self.registry_writes

@@ -236,18 +236,16 @@ class HeaderTemplate:
         return header, line
 
 
+@dataclass(slots=True)
 class FilledHeader:
     """One agent's header from its family's template, made a ``TranscriptHeader`` only when
     asked for: its writer needs only the id and the model (a copy of the family's header
     per child cost about 2 us)."""
 
-    __slots__ = ("agent_id", "at", "label", "template")
-
-    def __init__(self, template: HeaderTemplate, agent_id: str, label: str, at: datetime) -> None:
-        self.template = template
-        self.agent_id = agent_id
-        self.label = label
-        self.at = at
+    template: HeaderTemplate
+    agent_id: str
+    label: str
+    at: datetime
 
     @property
     def model(self) -> str:
