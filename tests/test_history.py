@@ -307,3 +307,20 @@ SharedHistories.TestCase.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None
 )
 test_shared_histories = SharedHistories.TestCase
+
+
+def test_a_history_extends_its_snapshot_until_something_before_its_appends_changes() -> None:
+    history = History([1, 2, 3])
+    view = history.snapshot()
+    assert history.extends(view)
+    assert not history.extends(HistoryView([1, 2, 3]))  # equal, but not its snapshot
+    history.append(4)
+    history[-1] = 5  # appended since the snapshot: the snapshot is still its start
+    assert history.extends(view)
+    view = history.snapshot()
+    history[1] = 9  # before the appends: a new frozen part
+    assert not history.extends(view)
+    view = history.snapshot()
+    del history[2:]
+    assert not history.extends(view)
+    assert list(history) == [1, 9]

@@ -219,6 +219,14 @@ class History(MutableSequence[T]):
             self._tail = []
         return self._frozen
 
+    def extends(self, view: HistoryView[T]) -> bool:
+        """Whether this history is ``view`` followed by what was appended since, known in
+        O(1): ``view`` is still the frozen part (a change before the tail makes a new one).
+
+        A transcript writer asks on every change instead of comparing the two histories.
+        """
+        return self._frozen is view
+
     def __len__(self) -> int:
         return len(self._frozen) + len(self._tail)
 

@@ -7,19 +7,23 @@ would have left on disk.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 
 import pytest
 
-from forkagent import Agent, RuntimeOptions, Session
+from forkagent import Agent, ForkParams, RuntimeOptions, Session
+from forkagent._orchestration.recording import header_for
 from forkagent.emulator import Emulator
 from forkagent.emulator.timing import NO_LATENCY
 from forkagent.models.emulator import EmulatorModel
+from forkagent.permissions.record import policy_record
 from forkagent.state.registry import Registry
 from forkagent.state.transcript import (
     StatusEntry,
     TranscriptError,
+    TranscriptHeader,
     UsageEntry,
     flush_transcripts,
     read_transcript,
@@ -137,3 +141,53 @@ async def test_a_transcript_removed_during_the_session_is_a_loss_not_a_new_headl
     with pytest.raises(TranscriptError, match="a line could not be written"):
         await session.aclose()
     assert not path.exists()
+
+
+LABELS = ('say "hi"\nthen é ✓ \\ end\t🙂', "\x00\x1f\x7f control", "</script>\u2028", "")
+
+
+async def test_a_familys_headers_are_each_childs_own_and_what_the_run_makes(
+    tmp_path: Path,
+) -> None:
+    """Siblings' headers come from one template (their family's fields serialized once):
+    each child's line still reads back as the header built from its own run, awkward
+    labels and all, and a later family does not reuse the first one's history reference."""
+    agent = _agent(tmp_path)
+    async with agent.session() as session:
+        await session.send("Plan the work.")
+        root = session.root.id
+        directives = [ForkParams(f"Do task {n}.", label=label) for n, label in enumerate(LABELS)]
+        first = await session.fork(directives, background=True)
+        await asyncio.gather(*(task.wait() for task in first))
+        await session.send("Go on.")
+        later = await session.fork(["One more."], background=True)
+        await later[0].wait()
+        flush_transcripts()
+        main = read_transcript(transcript_path(root, root)).header
+        written = {
+            task.id: transcript_path(root, task.id).read_bytes().split(b"\n")[0]
+            for task in (*first, *later)
+        }
+
+    for task in (*first, *later):
+        header = TranscriptHeader.model_validate_json(written[task.id])
+        assert header.history_from is not None
+        built = header_for(
+            task.run,
+            root_id=root,
+            background=True,
+            history_from=header.history_from,
+            extra={"permissions": policy_record(task.run.policy, False)},
+        )
+        assert header == built.model_copy(update={"at": header.at})
+        whole = read_transcript(transcript_path(root, task.id)).header
+        assert (whole.system, whole.tools) == (main.system, main.tools)
+    assert [TranscriptHeader.model_validate_json(written[t.id]).label for t in first] == [
+        label or f"Do task {n}." for n, label in enumerate(LABELS)
+    ]
+    points = []
+    for task in (*first, *later):
+        reference = TranscriptHeader.model_validate_json(written[task.id]).history_from
+        assert reference is not None
+        points.append((reference.messages, reference.lines))
+    assert points == [(2, 6)] * len(LABELS) + [(4, 12)]

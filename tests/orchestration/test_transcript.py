@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Callable, MutableSequence
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,15 @@ from forkagent.events import (
     AgentFinished,
     AgentMovedToBackground,
     AgentStarted,
+    CacheReported,
     ResponseReceived,
     ToolCalled,
 )
+from forkagent.history import History
 from forkagent.messages import (
     AssistantMessage,
     ImageBlock,
+    JsonValue,
     Message,
     TextBlock,
     ThinkingBlock,
@@ -39,9 +43,18 @@ from forkagent.messages import (
 )
 from forkagent.models.base import ModelResponse
 from forkagent.models.function import ScriptedModel
-from forkagent.requests import BlockPosition, ModelRequest, ModelSettings, ThinkingConfig, ToolSpec
+from forkagent.requests import (
+    BlockPosition,
+    Difference,
+    ModelRequest,
+    ModelSettings,
+    ThinkingConfig,
+    ToolSpec,
+)
 from forkagent.state.transcript import (
     FORMAT_VERSION,
+    CacheEntry,
+    HeaderTemplate,
     MessageEntry,
     StateDirError,
     StatusEntry,
@@ -54,6 +67,7 @@ from forkagent.state.transcript import (
     state_dir,
     transcript_path,
 )
+from forkagent.telemetry.cache import CacheFinding, CacheReport
 from forkagent.tools.base import FunctionTool
 from forkagent.usage import Usage
 
@@ -96,6 +110,16 @@ def conversation() -> list[Message]:
         user(tool_result("toolu_1", "CREATE TABLE t (id int);"), origin="tool"),
         assistant("Looks fine."),
     ]
+
+
+def assert_lines_are_their_entries_json(path: Path) -> None:
+    """Every line after the header is byte for byte its entry's own JSON: the lines the
+    writer makes without building the pydantic entry say exactly what the entry would."""
+    transcript = read_transcript(path)
+    lines = path.read_bytes().splitlines()[1:]
+    assert len(lines) == len(transcript.entries)
+    for line, entry in zip(lines, transcript.entries, strict=True):
+        assert line == entry.__pydantic_serializer__.to_json(entry)
 
 
 def write(path: Path, messages: list[Message], header: TranscriptHeader = HEADER) -> None:
@@ -168,6 +192,31 @@ def test_round_trip_is_lossless(
     assert messages_to_json(transcript.messages) == messages_to_json(messages)
     assert not transcript.torn_tail
     assert len(lines) == len(messages) + 2  # one line each, and the final newline
+    for line, entry in zip(lines[1:], transcript.entries, strict=False):
+        assert line == entry.__pydantic_serializer__.to_json(entry)
+
+
+@settings(max_examples=80, deadline=None)
+@given(agent_id=st.text(min_size=1), label=st.text())
+def test_a_header_from_its_familys_template_reads_back_as_the_header_itself(
+    agent_id: str, label: str
+) -> None:
+    """Only the child's id, label and time are filled into the family's serialized line:
+    any text (quotes, backslashes, newlines, control characters, any plane) round-trips."""
+    template = HeaderTemplate(HEADER)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "t.jsonl"
+        with TranscriptWriter(path) as writer:
+            writer.header_from(template, agent_id, label)
+            written = writer.written_header
+        line = path.read_bytes()
+        transcript = read_transcript(path)
+    assert written is not None
+    assert written == HEADER.model_copy(
+        update={"agent_id": agent_id, "label": label, "at": written.at}
+    )
+    assert transcript.header == written
+    assert json.loads(line) == json.loads(written.model_dump_json())
 
 
 def test_every_line_is_an_object_with_a_type(tmp_path: Path) -> None:
@@ -233,9 +282,14 @@ async def test_a_request_rebuilt_from_the_transcript_is_byte_identical(tmp_path:
 # -- history changes -----------------------------------------------------------
 
 
-def test_sync_records_appends_replacements_and_truncation(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", [list, History], ids=["list", "History"])
+def test_sync_records_appends_replacements_and_truncation(
+    tmp_path: Path, kind: Callable[[list[Message]], MutableSequence[Message]]
+) -> None:
+    """The same lines whether the history is a list or a run's ``History`` (whose appends
+    since the writer's last snapshot are found without comparing the two)."""
     path = tmp_path / "t.jsonl"
-    history = conversation()
+    history = kind(conversation())
     writer = TranscriptWriter(path)
     writer.header(HEADER)
     assert writer.sync(history) == 4
@@ -246,6 +300,10 @@ def test_sync_records_appends_replacements_and_truncation(tmp_path: Path) -> Non
     history[-1] = UserMessage(
         content=(*history[-1].content, TextBlock(text="<task-notification/>")), origin="tool"
     )
+    assert writer.sync(history) == 1
+    assert read_transcript(path).messages == tuple(history)
+    history.append(assistant("Checking."))
+    history[-1] = assistant("Checked.")  # changed before it was recorded: one line
     assert writer.sync(history) == 1
     assert read_transcript(path).messages == tuple(history)
     del history[2:]
@@ -387,19 +445,37 @@ def test_events_become_usage_and_status_lines(tmp_path: Path) -> None:
     writer.on_event(ToolCalled(me, "t1", "Read", {}))
     response = ModelResponse(message=assistant("hi"), usage=priced, response_id="msg_1")
     writer.on_event(ResponseReceived(me, 1, response, seconds=0.5))
+    report = CacheReport(
+        status="miss",
+        prompt_tokens=12_000,
+        read_tokens=0,
+        write_tokens=11_990,
+        expected_tokens=9_000,
+        findings=(CacheFinding("system_changed", 'the system prompt\nchanged: "é"'),),
+        difference=Difference("system", 0, "system block 0", 12, 'text "a" -> "b"'),
+        compared_with="parent main-0-def456's last request",
+        provider_diagnosis={"type": "unavailable", "score": 0.25},
+    )
+    writer.on_event(CacheReported(me, 1, report))
     writer.on_event(AgentMovedToBackground(me))
-    writer.on_event(AgentFinished(me, "completed", output="all good", details={"turns": 1}))
+    details: dict[str, JsonValue] = {"turns": 1, "why": ["a\u2028b", None, 1.5, True]}
+    writer.on_event(AgentFinished(me, "failed", "all good", error='bad "x"\n', details=details))
     writer.close()
 
+    assert_lines_are_their_entries_json(path)
     transcript = read_transcript(path)
+    assert transcript.cache_entries == (
+        CacheEntry(at=transcript.cache_entries[0].at, turn=1, report=report.to_dict()),
+    )
     statuses = [e.status for e in transcript.entries if isinstance(e, StatusEntry)]
-    assert statuses == ["running", "background", "completed"]
+    assert statuses == ["running", "background", "failed"]
     assert transcript.usage == priced
     assert transcript.cost == pytest.approx((1000 * 3 + 100 * 15 + 9000 * 0.3) / 1e6)
     assert transcript.finished
     assert transcript.status is not None
     assert transcript.status.output == "all good"
-    assert transcript.status.details == {"turns": 1}
+    assert transcript.status.error == 'bad "x"\n'
+    assert transcript.status.details == details
 
 
 def test_one_unknown_price_makes_the_total_unknown(tmp_path: Path) -> None:

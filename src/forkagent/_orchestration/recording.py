@@ -24,6 +24,7 @@ from ..permissions.record import policy_record
 from ..pricing import cost
 from ..state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
 from ..state.transcript import (
+    HeaderTemplate,
     HistoryReference,
     TranscriptError,
     TranscriptHeader,
@@ -57,13 +58,15 @@ class Recorder:
     """The state directory as the tree started: all of its transcripts go to one folder."""
     lost: list[TranscriptError] = field(init=False, default_factory=list)
     """Transcripts that lost a line and end there; ``close`` raises the first."""
-    _folder: Path = field(init=False)
+    _folder: str = field(init=False)
     """The tree's transcripts' folder."""
     _found: set[str] | None = field(init=False, default=None)
     """The files in the tree's folder when its first agent started (a resumed tree's)."""
+    _template: tuple[tuple[object, ...], HeaderTemplate] | None = field(init=False, default=None)
+    """The last header written, by what it was made from: a fork's siblings share it."""
 
     def __post_init__(self) -> None:
-        self._folder = tree_folder(self.root_id, base=self.state)
+        self._folder = str(tree_folder(self.root_id, base=self.state))
         if self.registry is not None:
             self.registry_writes = RegistryWriter(self.registry)
 
@@ -110,9 +113,11 @@ class Recorder:
     def _attach(self, run: AgentRun, started: AgentStarted) -> None:
         background = started.background
         keep = self.transcripts and run.keep_transcript
-        path = self._folder / transcript_name(run.id) if keep else None
-        if path is not None:
-            writer = TranscriptWriter(path, background=True, new=self._new_file(path))
+        path = None
+        if keep:
+            name = transcript_name(run.id)
+            path = os.path.join(self._folder, name)
+            writer = TranscriptWriter(path, background=True, new=self._new_file(name))
             self.writers[run.id] = writer
             try:
                 with writer.together():  # header, history and status: one write
@@ -134,13 +139,14 @@ class Recorder:
                     label=run.label,
                     background=background,
                     cwd=str(run.cwd),
-                    transcript=path,
+                    transcript=None if path is None else Path(path),
                     process_start=own_process_start(),
                 ),
             )
 
-    def _new_file(self, path: Path) -> bool:
-        """Whether no transcript is at ``path``, known without a system call per agent.
+    def _new_file(self, name: str) -> bool:
+        """Whether no transcript named ``name`` is in the tree's folder, known without a
+        system call per agent.
 
         One process runs a tree (``state.lease``) and every agent id it makes is new,
         so a file not in the folder when the tree started is not there: a fork need
@@ -148,32 +154,62 @@ class Recorder:
         """
         if self._found is None:
             try:
-                self._found = set(os.listdir(path.parent))
+                self._found = set(os.listdir(self._folder))
             except FileNotFoundError:
                 self._found = set()
-        new = path.name not in self._found
-        self._found.add(path.name)  # from now on it is there (an agent started again)
+        new = name not in self._found
+        self._found.add(name)  # from now on it is there (an agent started again)
         return new
 
     def _header(self, writer: TranscriptWriter, run: AgentRun, background: bool) -> None:
         """A new transcript's header; a fork's refers to the history its parent recorded."""
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
-        shared = shared_length(parent.history, freeze(run.messages)) if parent is not None else 0
+        messages = freeze(run.messages)
+        shared = shared_length(parent.history, messages) if parent is not None else 0
         reference = None
         if parent is not None and above is not None and shared:
             same = above.system == run.system and above.tools == run.tool_specs
-            reference = HistoryReference(
-                agent_id=above.agent_id, messages=shared, lines=parent.lines, prompt=same
-            )
-        header = header_for(
-            run,
-            root_id=self.root_id,
-            background=background,
-            history_from=reference,
-            extra={"permissions": policy_record(run.policy, self.trusted)},
+            reference = (above.agent_id, shared, parent.lines, same)
+        template = self._template_for(run, background, reference)
+        writer.header_from(template, run.id, run.label, messages.prefix(shared))
+
+    def _template_for(
+        self, run: AgentRun, background: bool, reference: tuple[str, int, int, bool] | None
+    ) -> HeaderTemplate:
+        """The header ``run`` shares with its siblings: the last one made, when made from the
+        same values (each sibling of a ``fork`` call after the first). The key holds every
+        value ``header_for`` reads but the id and label, compared by identity first."""
+        permissions = policy_record(run.policy, self.trusted)
+        key = (
+            run.parent_id,
+            run.kind,
+            run.model.spec,
+            run.system,
+            run.tool_specs,
+            run.settings,
+            run.cwd,
+            run.shared_prefix_end,
+            background,
+            reference,
+            permissions,
         )
-        writer.header(header, freeze(run.messages).prefix(shared))
+        if self._template is None or self._template[0] != key:
+            history_from = None
+            if reference is not None:
+                agent_id, messages, lines, prompt = reference
+                history_from = HistoryReference(
+                    agent_id=agent_id, messages=messages, lines=lines, prompt=prompt
+                )
+            header = header_for(
+                run,
+                root_id=self.root_id,
+                background=background,
+                history_from=history_from,
+                extra={"permissions": permissions},
+            )
+            self._template = (key, HeaderTemplate(header))
+        return self._template[1]
 
     def _registry_update(self, run: AgentRun, event: Event) -> None:
         writes = self.registry_writes

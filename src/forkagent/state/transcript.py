@@ -20,14 +20,14 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import SchemaSerializer, core_schema
 
 from .._paths import state_dir as state_dir
 from ..errors import ForkagentError
@@ -43,7 +43,7 @@ from ..events import (
     ResponseReceived,
     TranscriptStatus,
 )
-from ..history import HistoryView, freeze
+from ..history import History, HistoryView, freeze
 from ..messages import AssistantMessage, ContentBlock, JsonValue, Message, TextBlock
 from ..models._shared import SharedHeads
 from ..pricing import cost
@@ -77,16 +77,19 @@ class StateDirError(ForkagentError):
     """The state directory cannot be created or written."""
 
 
-def make_state_dir(folder: Path) -> None:
+def make_state_dir(folder: Path | str) -> None:
     """Create a private folder of the state directory, or say how to fix what prevents it.
 
     A folder found usable is trusted for the rest of the process: every agent's
     writer asks, and on an event loop each system call lets the registry's writer
-    thread take the interpreter (about 0.1 ms while it is busy).
+    thread take the interpreter (about 0.1 ms while it is busy). Known by its
+    name, so that a writer given a string builds no ``Path`` to ask.
     """
-    if folder in _usable_folders or os.access(folder, os.W_OK | os.X_OK):
-        _usable_folders.add(folder)
+    name = os.fspath(folder)
+    if name in _usable_folders or os.access(folder, os.W_OK | os.X_OK):
+        _usable_folders.add(name)
         return
+    folder = Path(folder)
     try:
         # Each folder it creates is private, not only the last (``mkdir(parents=True)``
         # would leave ``transcripts/`` readable by everyone).
@@ -99,10 +102,10 @@ def make_state_dir(folder: Path) -> None:
             f"cannot use {folder} for forkagent's state ({exc.strerror or exc}): set "
             "FORKAGENT_HOME to a directory you can write, or fix that one's permissions"
         ) from None
-    _usable_folders.add(folder)
+    _usable_folders.add(name)
 
 
-_usable_folders: set[Path] = set()
+_usable_folders: set[str] = set()
 
 
 def transcript_path(root_id: str, agent_id: str, *, base: Path | None = None) -> Path:
@@ -122,7 +125,7 @@ def transcript_name(agent_id: str) -> str:
 
 def safe_file_name(name: str) -> str:
     """An id, checked to be one path component (ids come from other processes too)."""
-    if not name or name in {".", ".."} or any(c in name for c in "/\\\0"):
+    if not name or name in {".", ".."} or "/" in name or "\\" in name or "\0" in name:
         raise ValueError(f"{name!r} cannot be used as a file name")
     return name
 
@@ -187,6 +190,70 @@ class TranscriptHeader(_Line):
     ``history_from.messages``); None when the whole history is in this file."""
     extra: dict[str, JsonValue] = Field(default_factory=dict)
     """Whatever else the runtime needs to resume (definition name, budget, ...)."""
+
+
+_OWN_FIELDS = {"type", "at", "agent_id", "label"}
+"""What tells one agent's header from its siblings' (``HeaderTemplate``)."""
+_JSON_STRING = SchemaSerializer(core_schema.str_schema())
+_JSON_TIME = SchemaSerializer(core_schema.datetime_schema())
+"""A string and a time as a line's serializer writes them (the same escapes, the same format)."""
+
+
+class HeaderTemplate:
+    """A header that a family of agents shares but for each one's id, label and time.
+
+    The N forks of one ``fork`` call differ only there (system prompt, tools, settings,
+    cwd, history reference and permissions are the family's), so the shared fields are
+    serialized once and each child's line puts its own three in front of them (building,
+    validating and serializing a header per child took about 18 of a fork's 140 us of
+    transcript work on the event loop).
+    Read back, the line is the header ``TranscriptHeader(...)`` would have written; only
+    the order of its keys differs (the agent's own first).
+    """
+
+    __slots__ = ("_shared", "header")
+
+    def __init__(self, header: TranscriptHeader) -> None:
+        self.header = header
+        """The family's header; each child's is a copy with its own fields."""
+        shared = header.__pydantic_serializer__.to_json(header, exclude=_OWN_FIELDS)
+        self._shared = b"," + shared[1:] + b"\n"
+
+    def fill(self, agent_id: str, label: str) -> tuple[FilledHeader, bytes]:
+        """One agent's header, made now, and its line."""
+        header = FilledHeader(self, agent_id, label, _now())
+        line = b"".join(
+            (
+                b'{"type":"header","at":',
+                _JSON_TIME.to_json(header.at),
+                b',"agent_id":',
+                _JSON_STRING.to_json(agent_id),
+                b',"label":',
+                _JSON_STRING.to_json(label),
+                self._shared,
+            )
+        )
+        return header, line
+
+
+@dataclass(slots=True)
+class FilledHeader:
+    """One agent's header from its family's template, made a ``TranscriptHeader`` only when
+    asked for: its writer needs only the id and the model (a copy of the family's header
+    per child cost about 2 us)."""
+
+    template: HeaderTemplate
+    agent_id: str
+    label: str
+    at: datetime
+
+    @property
+    def model(self) -> str:
+        return self.template.header.model
+
+    def header(self) -> TranscriptHeader:
+        own = {"at": self.at, "agent_id": self.agent_id, "label": self.label}
+        return self.template.header.model_copy(update=own)
 
 
 class MessageEntry(_Line):
@@ -718,13 +785,14 @@ class TranscriptWriter:
         "_closed",
         "_create",
         "_file",
+        "_folder",
         "_fsync",
         "_gathered",
+        "_gathered_lines",
         "_header",
         "_history",
         "_lines",
         "_lock",
-        "path",
     )
     """A tree of thousands of agents has a writer in flight for each: no ``__dict__``."""
 
@@ -736,18 +804,20 @@ class TranscriptWriter:
         background: bool = False,
         new: bool = False,
     ) -> None:
-        self.path = path if isinstance(path, Path) else Path(path)
-        self._file = str(self.path)
+        self._file = os.fspath(path)
         self._fsync = fsync
         self._background = background
         self._appends: BackgroundAppends | OpenFiles = BACKGROUND if background else OPEN_FILES
         self._lock = threading.Lock()
-        make_state_dir(self.path.parent)
-        self._header: TranscriptHeader | None = None
+        self._folder = os.path.dirname(self._file)
+        make_state_dir(self._folder or ".")
+        self._header: TranscriptHeader | FilledHeader | None = None
         self._history: HistoryView[Message] = HistoryView()
         self._lines = 0
         """Lines after the header: where a fork's ``HistoryReference`` points."""
-        self._gathered: list[_Line] | None = None
+        self._gathered: list[bytes] | None = None
+        """The lines of a ``together`` block so far, and how many follow the header."""
+        self._gathered_lines = 0
         self._closed = False
         self._create = True
         """Only a writer's first append may make its file: a file removed later is a loss."""
@@ -773,6 +843,10 @@ class TranscriptWriter:
         return fold
 
     @property
+    def path(self) -> Path:
+        return Path(self._file)
+
+    @property
     def header_written(self) -> bool:
         return self._header is not None
 
@@ -782,9 +856,24 @@ class TranscriptWriter:
         ``inherited``: the messages ``header.history_from`` refers to, already recorded
         in the parent's transcript; the next ``sync`` writes only what follows them.
         """
+        self._start(header, _json_line(header), inherited)
+
+    def header_from(
+        self,
+        template: HeaderTemplate,
+        agent_id: str,
+        label: str,
+        inherited: Sequence[Message] = (),
+    ) -> None:
+        """``header`` with the template's header for this agent: its family's line, filled in."""
+        self._start(*template.fill(agent_id, label), inherited)
+
+    def _start(
+        self, header: TranscriptHeader | FilledHeader, line: bytes, inherited: Sequence[Message]
+    ) -> None:
         if self._header is not None:
             raise TranscriptError(self.path, "already has a header")
-        self._write(header)
+        self._put(line, 0)
         self._header = header
         self._history = freeze(inherited)
 
@@ -796,6 +885,8 @@ class TranscriptWriter:
     @property
     def written_header(self) -> TranscriptHeader | None:
         """The header line as written (None before it is)."""
+        if isinstance(self._header, FilledHeader):
+            self._header = self._header.header()
         return self._header
 
     @property
@@ -805,7 +896,7 @@ class TranscriptWriter:
 
     def message(self, message: Message) -> None:
         """Record a message just appended to the history."""
-        self._write(MessageEntry(index=len(self._history), message=message))
+        self._write_line(self._message_line(len(self._history), message, self._next_line()))
         self._history = self._history.extended((message,))
 
     def sync(self, messages: Sequence[Message]) -> int:
@@ -814,44 +905,43 @@ class TranscriptWriter:
         Call after every change to the history. Appends cost one line each;
         a replaced message (the loop merges notifications into the last user
         message) is recorded with its index. Unchanged messages are found by
-        identity, so each call is cheap.
+        identity, so each call is cheap; a run's ``History`` that only grew since
+        the last call is known to at once (``History.extends``).
         """
+        appended = isinstance(messages, History) and messages.extends(self._history)
         messages = freeze(messages)  # kept as the next call's reference: no copy
-        keep = shared_length(self._history, messages)
+        keep = len(self._history) if appended else shared_length(self._history, messages)
         first = self._next_line()
-        lines: list[MessageEntry | SharedMessageEntry | TruncateEntry] = [
+        lines = [
             self._message_line(keep + offset, m, first + offset)
             for offset, m in enumerate(messages[keep:])
         ]
         if keep < len(self._history) and not lines:
-            lines.append(TruncateEntry(length=keep))
-        self._write(*lines)
+            lines.append(_json_line(TruncateEntry(length=keep)))
+        self._write_lines(lines)
         self._history = messages
         return len(lines)
 
     def _next_line(self) -> int:
         """The number the next line after the header gets, counting lines still gathered."""
-        gathered = self._gathered or ()
-        return self._lines + sum(not isinstance(e, TranscriptHeader) for e in gathered) + 1
+        return self._lines + self._gathered_lines + 1
 
-    def _message_line(
-        self, index: int, message: Message, line: int
-    ) -> MessageEntry | SharedMessageEntry:
-        """Line ``line``: the message, or only its last block when another line of the tree
-        holds the rest (``SharedMessageEntry``). Built validated: pydantic's
-        ``model_construct`` is slower for lines, whose ``at`` has a default factory."""
+    def _message_line(self, index: int, message: Message, line: int) -> bytes:
+        """Line ``line``: the message (a ``MessageEntry``), or only its last block when
+        another line of the tree holds the rest (a ``SharedMessageEntry``)."""
         blocks = message.content
         agent = self._required_header().agent_id
         written = _WRITTEN_HEADS.find(blocks)
-        folder = os.path.dirname(self._file)
+        folder = self._folder
         if written is not None and written[0] == folder and written[1] != agent:
-            return SharedMessageEntry(
+            shared = SharedMessageEntry(
                 index=index,
                 head=BlocksReference(agent_id=written[1], line=written[2], blocks=len(blocks) - 1),
                 message=message.model_copy(update={"content": blocks[-1:]}),
             )
+            return _json_line(shared)
         _WRITTEN_HEADS.keep(blocks, (folder, agent, line))
-        return MessageEntry(index=index, message=message)
+        return _valid_line({"type": "message", "at": _now(), "index": index, "message": message})
 
     def usage(
         self,
@@ -864,18 +954,32 @@ class TranscriptWriter:
         seconds: float | None = None,
     ) -> None:
         """Record one response's usage, priced by ``model`` (default: the header's)."""
+        fields = self._usage_fields(usage, model, response_id, turn, prewarm, seconds)
+        self._write(UsageEntry.model_validate(fields))
+
+    def _usage_fields(
+        self,
+        usage: Usage,
+        model: str | None,
+        response_id: str | None,
+        turn: int | None,
+        prewarm: bool,
+        seconds: float | None,
+    ) -> dict[str, object]:
+        """A ``UsageEntry``'s fields, in order: ``usage`` validates them, ``on_event`` writes
+        them as they are."""
         name = model or self._required_header().model
-        self._write(
-            UsageEntry(
-                turn=turn,
-                model=name,
-                response_id=response_id,
-                usage=usage,
-                cost=cost(name, usage),
-                prewarm=prewarm,
-                seconds=seconds,
-            )
-        )
+        return {
+            "type": "usage",
+            "at": _now(),
+            "turn": turn,
+            "model": name,
+            "response_id": response_id,
+            "usage": usage,
+            "cost": cost(name, usage),
+            "prewarm": prewarm,
+            "seconds": seconds,
+        }
 
     def status(
         self,
@@ -885,7 +989,7 @@ class TranscriptWriter:
         error: str | None = None,
         details: dict[str, JsonValue] | None = None,
     ) -> None:
-        self._write(StatusEntry(status=status, output=output, error=error, details=details or {}))
+        self._write(StatusEntry.model_validate(_status_fields(status, output, error, details)))
 
     RECORDED_EVENTS = (
         ResponseReceived,
@@ -900,27 +1004,30 @@ class TranscriptWriter:
     def on_event(self, event: Event) -> None:
         """Record this agent's usage, cache reports and status from the runtime's events.
 
-        Messages are not in the events: call ``sync`` for them.
+        Messages are not in the events: call ``sync`` for them. The events' values are
+        the runtime's, already valid: their lines are written without building an entry.
         """
         header = self._required_header()
         if event.agent_id != header.agent_id:
             return
         if isinstance(event, AgentStarted):
-            self.status("running")
+            self._write_line(_valid_line(_status_fields("running")))
         elif isinstance(event, ResponseReceived):
             response = event.response
-            self.usage(
+            fields = self._usage_fields(
                 response.usage,
-                model=response.model or header.model,
-                response_id=response.response_id,
-                turn=event.turn,
-                prewarm=event.prewarm,
-                seconds=event.seconds,
+                response.model or header.model,
+                response.response_id,
+                event.turn,
+                event.prewarm,
+                event.seconds,
             )
+            self._write_line(_valid_line(fields))
         elif isinstance(event, CacheReported):
-            self._write(CacheEntry(turn=event.turn, report=event.report.to_dict()))
+            cache = {"type": "cache", "at": _now(), "turn": event.turn, "report": event.report}
+            self._write_line(_valid_line(cache))
         elif isinstance(event, AgentMovedToBackground):
-            self.status("background")
+            self._write_line(_valid_line(_status_fields("background")))
         elif isinstance(event, Compacted):
             self._write(
                 CompactionEntry(
@@ -931,7 +1038,8 @@ class TranscriptWriter:
                 )
             )
         elif isinstance(event, AgentFinished):
-            self.status(event.status, output=event.output, error=event.error, details=event.details)
+            fields = _status_fields(event.status, event.output, event.error, event.details)
+            self._write_line(_valid_line(fields))
 
     def end(self) -> str:
         """No more lines, without waiting for those queued; returns the file's name, for
@@ -959,35 +1067,50 @@ class TranscriptWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _required_header(self) -> TranscriptHeader:
+    def _required_header(self) -> TranscriptHeader | FilledHeader:
         if self._header is None:
             raise TranscriptError(self.path, "write the header first")
         return self._header
 
-    @contextmanager
-    def together(self) -> Iterator[None]:
+    def together(self) -> _Together:
         """The lines of the block go to the file in one write at its end (one open, one call)."""
+        return _Together(self)
+
+    def _gather(self) -> bool:
+        """Hold the lines from now on, unless a block already does; whether this one does."""
         if self._gathered is not None:
-            yield
-            return
-        self._gathered = []
-        try:
-            yield
-        finally:
-            gathered, self._gathered = self._gathered, None
-            self._write(*gathered)
+            return False
+        self._gathered, self._gathered_lines = [], 0
+        return True
+
+    def _release(self) -> None:
+        """Write the lines held since ``_gather``, in one append."""
+        gathered, lines = self._gathered, self._gathered_lines
+        self._gathered, self._gathered_lines = None, 0
+        if gathered:
+            self._put(b"".join(gathered), lines)
 
     def _write(self, *entries: _Line) -> None:
-        """All entries in one write call, so a crash tears at most the last line."""
-        if not entries:
+        self._write_lines([_json_line(e) for e in entries])
+
+    def _write_lines(self, lines: list[bytes]) -> None:
+        """All lines in one write call, so a crash tears at most the last one."""
+        if not lines:
             return
-        if not isinstance(entries[0], TranscriptHeader):
-            self._required_header()
+        self._required_header()
+        self._put(b"".join(lines), len(lines))
+
+    def _write_line(self, line: bytes) -> None:
+        self._required_header()
+        self._put(line, 1)
+
+    def _put(self, data: bytes, lines: int) -> None:
+        """Whole serialized lines (``lines`` of them after the header) in one append, or with
+        the rest of a ``together`` block."""
         if self._gathered is not None:
-            self._gathered += entries
+            self._gathered.append(data)
+            self._gathered_lines += lines
             return
-        data = b"".join(e.__pydantic_serializer__.to_json(e) + b"\n" for e in entries)
-        lines = len(entries) - isinstance(entries[0], TranscriptHeader)
         with self._lock:
             if self._closed:
                 raise TranscriptError(self.path, "the writer is closed")
@@ -1013,6 +1136,57 @@ class TranscriptWriter:
             except TranscriptError:
                 self._closed = True  # the file ends where the failure left it
                 raise
+
+
+class _Together:
+    """``TranscriptWriter.together``'s block: a class, as a generator's context manager cost
+    more per fork than the append it saves."""
+
+    __slots__ = ("_outermost", "_writer")
+
+    def __init__(self, writer: TranscriptWriter) -> None:
+        self._writer = writer
+        self._outermost = False
+
+    def __enter__(self) -> None:
+        self._outermost = self._writer._gather()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._outermost:
+            self._writer._release()
+
+
+def _json_line(entry: _Line) -> bytes:
+    return entry.__pydantic_serializer__.to_json(entry) + b"\n"
+
+
+_JSON_ANY = SchemaSerializer(core_schema.any_schema())
+
+
+def _valid_line(fields: dict[str, object]) -> bytes:
+    """A line from an entry's fields (all of them, in order), with values already valid.
+
+    Serialized as they are, by the serializer entries use (a test holds each kind of line
+    equal to its entry's JSON): building the pydantic entry first was half a line's cost.
+    """
+    return _JSON_ANY.to_json(fields) + b"\n"
+
+
+def _status_fields(
+    status: TranscriptStatus,
+    output: str | None = None,
+    error: str | None = None,
+    details: dict[str, JsonValue] | None = None,
+) -> dict[str, object]:
+    """A ``StatusEntry``'s fields, in order."""
+    return {
+        "type": "status",
+        "at": _now(),
+        "status": status,
+        "output": output,
+        "error": error,
+        "details": details or {},
+    }
 
 
 def check_written(file: str) -> None:
