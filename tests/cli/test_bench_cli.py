@@ -100,3 +100,26 @@ def test_compaction_by_a_fork_costs_a_fraction_of_a_fresh_summary(report: dict[s
     assert compaction["prompt_tokens"] > 10_000
     assert 0 < compaction["fork"] < compaction["fresh"]
     assert compaction["ratio"] < 0.2  # the fork reads the conversation at a tenth of the price
+
+
+@pytest.mark.parametrize(
+    ("configuration", "registry", "transcripts"),
+    [
+        ("stripped", False, False),
+        ("registry", True, False),
+        ("transcripts", False, True),
+        ("default", True, True),
+    ],
+)
+async def test_each_recording_configuration_records_what_its_name_says(
+    tmp_path: Path, configuration: str, registry: bool, transcripts: bool
+) -> None:
+    from bench import recording, scaling
+
+    with scaling.state_home(tmp_path / "state"):
+        ms = await recording.ms_per_fork(tmp_path, 3, recording.CONFIGURATIONS[configuration])
+
+    assert ms > 0
+    assert (tmp_path / "registry.db").exists() is registry
+    written = sorted(p.stem.split("-")[0] for p in (tmp_path / "state").rglob("*.jsonl"))
+    assert written == (["fork"] * 3 + ["main"] if transcripts else [])
