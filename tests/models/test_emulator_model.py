@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from forkagent.emulator import CacheSettings, Emulator, Fault, Latency, default_emulator, serve
+from forkagent.emulator.policies import CallingAgent, EmulatedRequest, Reply
 from forkagent.errors import (
     ConfigurationError,
     OverloadedError,
@@ -19,10 +20,12 @@ from forkagent.messages import user
 from forkagent.models import Model, ResponseComplete, TextDelta
 from forkagent.models._retry import RetryPolicy
 from forkagent.models.anthropic import AnthropicModel
+from forkagent.models.base import CALLER, Caller
 from forkagent.models.compat import DASHSCOPE, DEEPSEEK
 from forkagent.models.emulator import EmulatorModel, family
 from forkagent.models.gemini import GeminiModel
 from forkagent.models.openai import OpenAIModel
+from forkagent.models.openai_responses import Api
 from forkagent.requests import ModelRequest
 
 from ._helpers import FAST, LONG_SYSTEM, check_conversation, converse, script_tool_turn
@@ -155,3 +158,35 @@ async def test_adapter_options_pass_through(emu: Emulator) -> None:
     with pytest.raises(ConfigurationError, match="Gemini"):
         EmulatorModel("gpt-4.1", emu, explicit_cache=True)
     assert EmulatorModel("gemini-2.5-flash", emu, explicit_cache=True).profile.warmup == "none"
+
+
+@pytest.mark.parametrize(
+    ("model_id", "api"),
+    [
+        ("claude-opus-4-1", None),
+        ("gpt-4.1", "chat"),
+        ("gpt-4.1", "responses"),
+        ("qwen-plus", None),
+        ("gemini-2.5-flash", None),
+    ],
+)
+async def test_each_wire_tells_the_policy_which_agent_calls(
+    emu: Emulator, model_id: str, api: Api | None
+) -> None:
+    """Every API's request names the agent set in ``CALLER`` (a label with ``;`` too)."""
+    seen: list[CallingAgent | None] = []
+
+    def policy(request: EmulatedRequest) -> Reply:
+        seen.append(request.agent)
+        return Reply(text="ok")
+
+    emu.set_policy(policy)
+    model = EmulatorModel(model_id, emu, api=api)
+    request = ModelRequest(model=model_id, messages=(user("hi"),))
+    await model.request(request)
+    token = CALLER.set(Caller("fork-7-ab12", "part;two", "fork", 3))
+    try:
+        await model.request(request)
+    finally:
+        CALLER.reset(token)
+    assert seen == [None, CallingAgent("fork-7-ab12", "part,two", "fork", 3)]

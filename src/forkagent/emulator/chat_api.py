@@ -20,7 +20,7 @@ from .cache import BlockCache, CacheResult, Layer, PrefixCache
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .openai_cache import OpenAICaches, OpenAICacheTurn, Part, cache_part
-from .policies import EmulatedRequest
+from .policies import CallingAgent, EmulatedRequest
 from .profiles import CacheSettings, ChatProfile, chat_profile
 from .wire import (
     Call,
@@ -372,6 +372,7 @@ def _view(call: Call, model: str, messages: list[Json]) -> EmulatedRequest:
         message_count=len(messages),
         conversation=conversation_key(call.headers, model, system, _text(first_user or {})),
         body=call.body,
+        agent=CallingAgent.from_headers(call.headers),
     )
 
 

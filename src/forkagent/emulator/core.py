@@ -31,7 +31,7 @@ from .errors import ApiError, EmulatedDisconnect
 from .faults import Fault, FaultPlan
 from .gemini_api import GeminiApi
 from .log import LogEntry, RequestLog
-from .policies import CallingAgent, Policy, Reply, Script, ask, default_policy
+from .policies import Policy, Reply, Script, ask, default_policy
 from .profiles import CacheSettings
 from .responses_api import ResponsesApi
 from .timing import Clock, Latency, wall_clock
@@ -341,8 +341,6 @@ class Emulator:
             await asyncio.sleep(fault.seconds)
         try:
             turn = parse()
-            if (caller := CallingAgent.from_headers(call.headers)) is not None:
-                turn.request = dataclasses.replace(turn.request, agent=caller)
             message_id = f"{turn.id_prefix}{number:012d}"
             result = turn.account(started, number, message_id)
         except ApiError as error:

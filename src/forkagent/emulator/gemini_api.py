@@ -22,7 +22,7 @@ from .cache import CacheResult, Layer, PrefixCache, PrefixRules, Segment
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .log import BreakpointOutcome
-from .policies import EmulatedRequest
+from .policies import CallingAgent, EmulatedRequest
 from .profiles import CacheSettings, gemini_min_tokens
 from .timing import Clock
 from .wire import Call, Json, Output, SseEvent, Turn, conversation_key, dumps, optional
@@ -446,4 +446,5 @@ def _view(call: Call, model: str, contents: list[Json]) -> EmulatedRequest:
         message_count=len(contents),
         conversation=conversation_key(call.headers, model, system, first),
         body=call.body,
+        agent=CallingAgent.from_headers(call.headers),
     )

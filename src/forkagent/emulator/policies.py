@@ -52,6 +52,11 @@ AGENT_HEADER = "x-emulator-agent"
 """forkagent's emulator models name the calling agent here: ``id;label;kind;turn``."""
 
 
+def agent_header(agent_id: str, label: str, kind: str, turn: int) -> str:
+    """``AGENT_HEADER``'s value; a function so a model can tag a request without a ``CallingAgent``."""
+    return f"{agent_id};{label.replace(';', ',')};{kind};{turn}"
+
+
 @dataclass(frozen=True, slots=True)
 class CallingAgent:
     """Which agent of a forkagent tree sent a request (from ``AGENT_HEADER``)."""
@@ -71,7 +76,7 @@ class CallingAgent:
         return cls(parts[0], parts[1], parts[2], int(parts[3]))
 
     def header(self) -> str:
-        return ";".join((self.id, self.label.replace(";", ","), self.kind, str(self.turn)))
+        return agent_header(self.id, self.label, self.kind, self.turn)
 
     def matches(self, agent: str) -> bool:
         """``agent`` names this one: its id (or the id's start), its label, or its kind."""

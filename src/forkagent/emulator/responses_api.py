@@ -29,7 +29,7 @@ from .catalog import Catalog
 from .chat_api import breakpoint_ttl, cache_options
 from .errors import ApiError
 from .openai_cache import OpenAICaches, OpenAICacheTurn, Part, cache_part
-from .policies import EmulatedRequest
+from .policies import CallingAgent, EmulatedRequest
 from .wire import (
     Call,
     Json,
@@ -397,6 +397,7 @@ class ResponsesTurn(OpenAICacheTurn):
             message_count=len(context),
             conversation=conversation_key(call.headers, self.model, system, _said(first_user)),
             body=call.body,
+            agent=CallingAgent.from_headers(call.headers),
             contract=self._contract,
         )
 

@@ -73,13 +73,13 @@ def family(model_id: str) -> Family:
 
 def _with_caller(headers: dict[str, str]) -> dict[str, str]:
     """The fixed headers, plus which agent is calling (for scripts aimed at one agent)."""
-    from ..emulator.policies import AGENT_HEADER, CallingAgent
-
     caller = CALLER.get()
     if caller is None:
         return headers
-    tag = CallingAgent(caller.agent_id, caller.label, caller.kind, caller.turn)
-    return {**headers, AGENT_HEADER: tag.header()}
+    from ..emulator.policies import AGENT_HEADER, agent_header
+
+    tag = agent_header(caller.agent_id, caller.label, caller.kind, caller.turn)
+    return {**headers, AGENT_HEADER: tag}
 
 
 class _Wire:
