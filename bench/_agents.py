@@ -1,4 +1,4 @@
-"""What both benchmarks run: agents on the in-process emulator, with nothing written to disk."""
+"""What the benchmarks run: agents on the in-process emulator, recording only what they ask for."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 from forkagent import Agent, RuntimeOptions
 from forkagent.emulator import Emulator
 from forkagent.models.emulator import EmulatorModel
+from forkagent.requests import ModelSettings
+from forkagent.state.registry import Registry
 from forkagent.telemetry import Listener
 
 MODEL = "claude-sonnet-4-6"
@@ -14,20 +16,28 @@ MODEL = "claude-sonnet-4-6"
 
 
 def offline_agent(
-    emulator: Emulator, cwd: Path, options: RuntimeOptions, *listeners: Listener
+    emulator: Emulator,
+    cwd: Path,
+    options: RuntimeOptions,
+    *listeners: Listener,
+    registry: Registry | None = None,
+    transcripts: bool = False,
+    settings: ModelSettings | None = None,
 ) -> Agent:
     """An agent on ``MODEL`` served by ``emulator``.
 
-    No registry, transcripts, agent files or compaction: only the runtime and the emulator
-    are measured (a 200k-token parent would otherwise be summarised before it forks).
+    By default no registry, transcripts, agent files or compaction: only the runtime and
+    the emulator are measured (a 200k-token parent would otherwise be summarised before
+    it forks). ``registry`` and ``transcripts`` turn those records on.
     """
     return Agent(
         model=EmulatorModel(MODEL, emulator),
         cwd=cwd,
         options=options,
         listeners=listeners,
-        registry=False,
-        skip_transcript=True,
+        registry=registry if registry is not None else False,
+        skip_transcript=not transcripts,
         load_agent_files=False,
         compact_at=None,
+        settings=settings if settings is not None else ModelSettings(),
     )

@@ -25,11 +25,10 @@ from pathlib import Path
 from forkagent import Agent, RuntimeOptions
 from forkagent.emulator import Emulator
 from forkagent.emulator.timing import NO_LATENCY
-from forkagent.models.emulator import EmulatorModel
 from forkagent.state.registry import Registry
 
 from . import scaling
-from ._agents import MODEL
+from ._agents import offline_agent
 
 MakeAgent = Callable[[Path, RuntimeOptions], Agent]
 WARM_UP_FORKS = 50
@@ -37,15 +36,9 @@ WARM_UP_FORKS = 50
 
 def _agent(registry: bool, transcripts: bool) -> MakeAgent:
     def make(cwd: Path, options: RuntimeOptions) -> Agent:
-        return Agent(
-            model=EmulatorModel(MODEL, Emulator(latency=NO_LATENCY)),
-            cwd=cwd,
-            options=options,
-            registry=Registry(cwd / "registry.db") if registry else False,
-            skip_transcript=not transcripts,
-            load_agent_files=False,
-            compact_at=None,
-        )
+        emulator = Emulator(latency=NO_LATENCY)
+        rows = Registry(cwd / "registry.db") if registry else None
+        return offline_agent(emulator, cwd, options, registry=rows, transcripts=transcripts)
 
     return make
 

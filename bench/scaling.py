@@ -36,12 +36,11 @@ from forkagent.emulator import EmulatedRequest, Emulator, Policy, Reply, ToolCal
 from forkagent.emulator.timing import NO_LATENCY
 from forkagent.events import Event
 from forkagent.messages import AssistantMessage, Message, ToolUseBlock
-from forkagent.models.emulator import EmulatorModel
 from forkagent.requests import ModelSettings
 from forkagent.state.registry import Registry
 from forkagent.tools.spawn import SpawnRequest
 
-from ._agents import MODEL
+from ._agents import offline_agent
 from .economics import DIRECTIVE
 
 
@@ -71,14 +70,13 @@ def default_agent(
     Call inside ``state_home``. Agent files and compaction stay off: a 2,000-message
     history would be summarised before the forks this measures.
     """
-    return Agent(
-        model=EmulatorModel(MODEL, emulator),
-        cwd=cwd,
-        options=options,
-        listeners=listeners,
+    return offline_agent(
+        emulator,
+        cwd,
+        options,
+        *listeners,
         registry=Registry(cwd / "registry.db"),
-        load_agent_files=False,
-        compact_at=None,
+        transcripts=True,
         settings=ModelSettings(max_tokens=max_tokens),
     )
 
