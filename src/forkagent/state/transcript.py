@@ -81,9 +81,9 @@ def make_state_dir(folder: Path | str) -> None:
     """Create a private folder of the state directory, or say how to fix what prevents it.
 
     A folder found usable is trusted for the rest of the process: every agent's
-    writer asks, and on an event loop each system call lets the registry's writer
-    thread take the interpreter (about 0.1 ms while it is busy). Known by its
-    name, so that a writer given a string builds no ``Path`` to ask.
+    writer asks, and a system call per fork on the event loop is time the loop
+    waits. Known by its name, so that a writer given a string builds no ``Path``
+    to ask.
     """
     name = os.fspath(folder)
     if name in _usable_folders or os.access(folder, os.W_OK | os.X_OK):
