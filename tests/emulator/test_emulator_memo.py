@@ -8,6 +8,8 @@ dict object, is derived and checked again.
 
 from __future__ import annotations
 
+import json
+import marshal
 from fractions import Fraction
 from typing import Any
 
@@ -16,7 +18,7 @@ from _emu_helpers import OPUS_41, text
 
 from forkagent.emulator import Emulator, tokens
 from forkagent.emulator import memo as memo_module
-from forkagent.emulator.memo import Memo, content_key, forget_everything, head_key
+from forkagent.emulator.memo import Memo, content_key, forget_everything, head_key, one_request
 from forkagent.emulator.timing import NO_LATENCY
 
 Body = dict[str, Any]
@@ -108,6 +110,86 @@ def test_head_key_of_a_value_that_is_not_json_still_tells_it_apart() -> None:
     """An in-process caller's own object: keyed another way, not an error."""
     assert head_key([Fraction(1, 2), 0]) != head_key([Fraction(1, 3), 0])
     assert head_key([Fraction(1, 2), 0]) == head_key([Fraction(1, 2), 1])
+
+
+def _frozen_key(items: list[Any]) -> bytes:
+    with one_request(frozen=True):
+        return head_key(items)
+
+
+def _content_of(key: bytes) -> str:
+    """The JSON text of the head a (marshal) key stands for: types and key order included."""
+    assert key.startswith(b"m")
+    return json.dumps(marshal.loads(key[1:]))
+
+
+def test_a_frozen_head_is_known_by_its_objects_and_told_apart_by_its_content() -> None:
+    """A frozen request's long list that starts with the objects of a recent one gets that
+    one's key without being encoded; an object that differs is compared by content."""
+    forget_everything()
+    items: list[Any] = [{"n": n, "text": f"part {n}"} for n in range(12)]
+    variants: dict[str, list[Any]] = {
+        "the same objects": items,
+        "an equal copy of one": [*items[:4], dict(items[4]), *items[5:]],
+        "an equal copy of each": [dict(item) for item in items],
+        "true for 1": [*items[:4], {"n": True, "text": "part 4"}, *items[5:]],
+        "keys reordered": [*items[:4], {"text": "part 4", "n": 4}, *items[5:]],
+        "one more at the end": [*items, {"n": 12}],
+    }
+    first = _frozen_key([*items, "mine"])
+    for name, head in variants.items():
+        key = _frozen_key([*head, f"last of {name}"])
+        assert _content_of(key) == json.dumps(head), name
+        assert (key == first) == (json.dumps(head) == json.dumps(items)), name
+
+
+async def test_a_frozen_fork_family_is_billed_as_when_read_afresh() -> None:
+    """Children sharing the objects of a long reply and its placeholder results (as the
+    models send them, frozen) get exactly the usage of the same bodies read by content."""
+    calls = [
+        {"type": "tool_use", "id": f"toolu_{n}", "name": "look", "input": {"n": n}}
+        for n in range(12)
+    ]
+    results = [
+        {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "Forked."}
+        for n in range(12)
+    ]
+    rules = {"type": "text", "text": text(1500, "rules"), "cache_control": {"type": "ephemeral"}}
+    changed_call = [*calls[:3], {**calls[3], "input": {"n": True}}, *calls[4:]]
+    changed_result = [*results[:5], {**results[5], "content": "Changed."}, *results[6:]]
+    children = [
+        (calls, [*results, rules]),
+        (calls, [*results, rules]),
+        (calls, [*results, dict(rules)]),  # a marker made per child: an equal copy
+        (changed_call, [*results, rules]),
+        (calls, [*changed_result, rules]),
+        ([dict(c) for c in calls], [dict(r) for r in results] + [dict(rules)]),
+    ]
+
+    def body(n: int, reply: list[Body], head: list[Body]) -> Body:
+        messages = [
+            {"role": "user", "content": "Look at each part."},
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": [*head, {"type": "text", "text": f"Take part {n}."}]},
+        ]
+        return {"model": OPUS_41, "max_tokens": 32, "messages": messages}
+
+    async def usages(frozen: bool) -> list[Body]:
+        forget_everything()
+        emulator = Emulator(latency=NO_LATENCY)
+        found = []
+        for n, (reply, head) in enumerate(children):
+            sent = await emulator.dispatch(
+                "POST", "/v1/messages", body(n, reply, head), frozen=frozen
+            )
+            assert sent.status == 200, sent.body
+            found.append(sent.body["usage"])
+        return found
+
+    frozen = await usages(frozen=True)
+    assert frozen == await usages(frozen=False)
+    assert frozen[1]["cache_read_input_tokens"] > 0  # the second child read the first's prefix
+    assert frozen[3]["cache_read_input_tokens"] < frozen[1]["cache_read_input_tokens"]
 
 
 def test_memo_is_bounded_by_its_keys_size_oldest_out() -> None:

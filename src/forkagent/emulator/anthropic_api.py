@@ -379,7 +379,7 @@ class AnthropicTurn(Turn):
     def __init__(self, api: AnthropicApi, call: Call) -> None:
         body = call.body
         self._api = api
-        with one_request():
+        with one_request(frozen=call.frozen):
             if not api.catalog.lenient:
                 anthropic_rules.check_create(body, api.catalog)
             self._prompt = _Prompt.parse(body)

@@ -377,7 +377,7 @@ class BlockCache(_Engine):
                 # A known stretch inside a layer: its keys from the memo, O(1) Python work.
                 chain = _chain(running, blocks, run)
                 keys += chain.keys
-                tokens += map(add, chain.tokens, repeat(total))
+                tokens += chain.tokens_after(total)
                 running, total, position = chain.keys[-1], total + chain.tokens[-1], run.stop
                 continue
             if block.layer != layer:
@@ -411,12 +411,21 @@ def chained(start: bytes, blocks: Sequence[Block], first: int, runs: Sequence[Ru
     return running
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Chain:
     keys: tuple[bytes, ...]
     """The running key after each block of the stretch."""
     tokens: tuple[int, ...]
     """The stretch's tokens up to and including each block."""
+    _shifted: tuple[int, tuple[int, ...]] = (0, ())
+    """The last ``after`` asked for and its counts: siblings start the stretch alike."""
+
+    def tokens_after(self, total: int) -> tuple[int, ...]:
+        """The prompt's tokens up to each block, when ``total`` tokens come before the stretch."""
+        shifted = self._shifted
+        if shifted[0] != total or len(shifted[1]) != len(self.tokens):
+            shifted = self._shifted = (total, tuple(map(add, self.tokens, repeat(total))))
+        return shifted[1]
 
 
 _CHAINS: Memo[_Chain] = Memo()

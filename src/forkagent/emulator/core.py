@@ -118,12 +118,20 @@ class Emulator:
         path: str,
         body: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        frozen: bool = False,
     ) -> EmulatorReply:
         """Serve one request in process, exactly as the HTTP route would.
 
-        Injected connection faults raise ``EmulatedDisconnect``.
+        ``frozen``: the caller promises never to change the body, or any list or dict
+        in it, after this call (forkagent's models never do: their renderings are
+        shared between requests). The emulator may then know a long list again by
+        the objects in it rather than by reading their content: a child of a reply
+        with N tool calls costs O(1) instead of O(N). Without it, an object changed
+        in place is read again, as over HTTP. Injected connection faults raise
+        ``EmulatedDisconnect``.
         """
-        exchange = await self.handle(method, path, dict(body or {}), headers or {})
+        exchange = await self.handle(method, path, dict(body or {}), headers or {}, frozen=frozen)
         if exchange.events is None:
             return EmulatorReply(exchange.status, exchange.body or {}, exchange.headers)
         events: list[Json] = []
@@ -176,7 +184,13 @@ class Emulator:
     # -- routing ----------------------------------------------------------------
 
     async def handle(
-        self, method: str, path: str, body: Json, headers: Mapping[str, str]
+        self,
+        method: str,
+        path: str,
+        body: Json,
+        headers: Mapping[str, str],
+        *,
+        frozen: bool = False,
     ) -> Exchange:
         """Route a request; the one entry point of both ``dispatch`` and HTTP."""
         url = urlsplit(path)
@@ -186,7 +200,7 @@ class Emulator:
         for verb, pattern, handler in self._routes:
             match = pattern.fullmatch(url.path)
             if match and verb == method.upper():
-                call = Call(method, url.path, query, body, lowered, match.groupdict())
+                call = Call(method, url.path, query, body, lowered, match.groupdict(), frozen)
                 if (
                     self.require_key
                     and not url.path.startswith("/_emulator")

@@ -13,10 +13,12 @@ import marshal
 import pickle
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -26,6 +28,8 @@ T = TypeVar("T")
 class _Scope:
     """Keys made during one request, by the id of the object (held with its key)."""
 
+    frozen: bool
+    """The body is never changed afterwards: a long list may be known by its objects."""
     keys: dict[int, tuple[object, str]] = field(default_factory=dict)
     heads: dict[int, tuple[object, bytes]] = field(default_factory=dict)
 
@@ -34,14 +38,16 @@ _SCOPE: ContextVar[_Scope | None] = ContextVar("_SCOPE", default=None)
 
 
 @contextmanager
-def one_request() -> Iterator[None]:
+def one_request(*, frozen: bool = False) -> Iterator[None]:
     """While one request is parsed, the key of each of its objects is made once.
 
     Validation and parsing both ask for a block's key; inside this block the
     body is neither changed nor freed, and the scope holds every object it keys,
-    so an object's ``id`` names it for the scope's whole life.
+    so an object's ``id`` names it for the scope's whole life. ``frozen``: the
+    body's objects are never changed, in this request or after it
+    (``Emulator.dispatch``).
     """
-    token = _SCOPE.set(_Scope())
+    token = _SCOPE.set(_Scope(frozen))
     try:
         yield
     finally:
@@ -82,6 +88,8 @@ def head_key(items: list[Any]) -> bytes:
     makes. The same content with different
     objects shared (one string object twice, an interned string) makes a different key: a
     memo miss, never a wrong hit. A value ``marshal`` cannot write is pickled instead.
+    In a ``frozen`` request (``one_request``), a head that starts like a recent one is
+    known again by its objects (``_KnownHeads``) and not encoded.
     """
     scope = _SCOPE.get()
     if scope is None:
@@ -89,9 +97,65 @@ def head_key(items: list[Any]) -> bytes:
     found = scope.heads.get(id(items))
     if found is not None:
         return found[1]
-    key = _encoded(items[:-1])
+    key = _KNOWN_HEADS.key(items) if scope.frozen and len(items) > 1 else _encoded(items[:-1])
     scope.heads[id(items)] = (items, key)
     return key
+
+
+class _KnownHeads:
+    """The keys of recent long lists' heads, found again without encoding them.
+
+    A fork family's children each send a new list that starts with the same objects
+    (the family's placeholder results and rules, rendered once by the adapter), save a
+    few made per child (a cache marker). Found by its length and first object, a kept
+    head is compared with the new one object by object in C; only the objects that
+    differ are encoded, and compared with the kept ones by content. Heads are kept
+    strongly, so their ids stay theirs; an identical object is taken to be unchanged
+    (a sent body is not changed afterwards, see ``Emulator.dispatch``).
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self._limit = limit
+        self._heads: OrderedDict[tuple[int, int], tuple[list[Any], bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def key(self, items: list[Any]) -> bytes:
+        where = (len(items) - 1, id(items[0]))
+        found = self._heads.get(where)
+        if found is not None and _same_content(found[0], items):
+            return found[1]
+        head = items[:-1]
+        key = _encoded(head)
+        with self._lock:
+            self._heads[where] = (head, key)
+            while len(self._heads) > self._limit:
+                self._heads.popitem(last=False)
+        return key
+
+    def clear(self) -> None:
+        with self._lock:
+            self._heads.clear()
+
+
+_MOST_DIFFERENT = 8
+"""A head with more objects not shared than this is encoded whole (a body parsed afresh)."""
+
+
+def _same_content(kept: list[Any], items: list[Any]) -> bool:
+    """``items`` starts with ``kept``'s content: the same objects, or equal encodings."""
+    same = list(map(is_, kept, items))
+    at = -1
+    for _ in range(_MOST_DIFFERENT + 1):
+        try:
+            at = same.index(False, at + 1)
+        except ValueError:
+            return True
+        if _encoded([kept[at]]) != _encoded([items[at]]):
+            return False
+    return False
+
+
+_KNOWN_HEADS = _KnownHeads()
 
 
 def _encoded(items: list[Any]) -> bytes:
@@ -169,7 +233,7 @@ class Memo(Generic[T]):
 
 
 _MEMOS: weakref.WeakSet[Memo[Any]] = weakref.WeakSet()
-_OTHER_CACHES: list[Callable[[], None]] = []
+_OTHER_CACHES: list[Callable[[], None]] = [_KNOWN_HEADS.clear]
 
 
 def remember_cache(clear: Callable[[], None]) -> None:

@@ -47,6 +47,8 @@ class Call:
     """Lower-cased names."""
     params: Mapping[str, str] = field(default_factory=dict)
     """Named groups of the matched route."""
+    frozen: bool = False
+    """The caller never changes the body's objects afterwards (``Emulator.dispatch``)."""
 
 
 @dataclass(frozen=True, slots=True)

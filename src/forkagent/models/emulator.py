@@ -83,7 +83,10 @@ def _with_caller(headers: dict[str, str]) -> dict[str, str]:
 
 
 class _Wire:
-    """``Emulator.dispatch`` with the same failure semantics as HTTP through an SDK."""
+    """``Emulator.dispatch`` with the same failure semantics as HTTP through an SDK.
+
+    Bodies are sent ``frozen``: the adapters never change a rendering once made (they
+    share them between requests, see ``models/_shared.py``)."""
 
     def __init__(self, emulator: Emulator, headers: dict[str, str]) -> None:
         self._emulator = emulator
@@ -96,7 +99,7 @@ class _Wire:
         from ..emulator import EmulatedDisconnect
 
         try:
-            reply = await self._emulator.dispatch("POST", path, body, self.headers())
+            reply = await self._emulator.dispatch("POST", path, body, self.headers(), frozen=True)
         except EmulatedDisconnect as cut:
             raise connection_error(PROVIDER, cut) from cut
         return _checked(reply)
@@ -106,7 +109,7 @@ class _Wire:
         from ..emulator import EmulatedDisconnect
 
         try:
-            reply = await self._emulator.dispatch("POST", path, body, self.headers())
+            reply = await self._emulator.dispatch("POST", path, body, self.headers(), frozen=True)
         except EmulatedDisconnect as cut:
             for sent in cut.events:
                 if data := _data(sent):
