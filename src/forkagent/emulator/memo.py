@@ -116,18 +116,22 @@ class _KnownHeads:
 
     def __init__(self, limit: int = 64) -> None:
         self._limit = limit
-        self._heads: OrderedDict[tuple[int, int], tuple[list[Any], bytes]] = OrderedDict()
+        self._heads: OrderedDict[tuple[int, int], tuple[list[Any], bytes, list[Any]]] = (
+            OrderedDict()
+        )
+        """By length and first object: the head, its key, and the last list it was found in
+        (a reply's list of calls comes again whole: the same object, unchanged)."""
         self._lock = threading.Lock()
 
     def key(self, items: list[Any]) -> bytes:
         where = (len(items) - 1, id(items[0]))
         found = self._heads.get(where)
-        if found is not None and _same_content(found[0], items):
+        if found is not None and (found[2] is items or _same_content(found[0], items)):
             return found[1]
         head = items[:-1]
         key = _encoded(head)
         with self._lock:
-            self._heads[where] = (head, key)
+            self._heads[where] = (head, key, items)
             while len(self._heads) > self._limit:
                 self._heads.popitem(last=False)
         return key
