@@ -157,7 +157,7 @@ async def test_a_frozen_fork_family_is_billed_as_when_read_afresh() -> None:
     rules = {"type": "text", "text": text(1500, "rules"), "cache_control": {"type": "ephemeral"}}
     changed_call = [*calls[:3], {**calls[3], "input": {"n": True}}, *calls[4:]]
     changed_result = [*results[:5], {**results[5], "content": "Changed."}, *results[6:]]
-    children = [
+    children: list[tuple[list[Body], list[Body]]] = [
         (calls, [*results, rules]),
         (calls, [*results, rules]),
         (calls, [*results, dict(rules)]),  # a marker made per child: an equal copy
