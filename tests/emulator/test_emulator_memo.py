@@ -192,6 +192,35 @@ async def test_a_frozen_fork_family_is_billed_as_when_read_afresh() -> None:
     assert frozen[3]["cache_read_input_tokens"] < frozen[1]["cache_read_input_tokens"]
 
 
+@pytest.mark.parametrize(
+    ("path", "model", "limit"),
+    [
+        ("/v1/messages", OPUS_41, "max_tokens"),
+        ("/v1/chat/completions", "gpt-5", "max_completion_tokens"),
+    ],
+)
+async def test_a_frozen_list_with_one_new_invalid_object_is_rejected(
+    path: str, model: str, limit: str
+) -> None:
+    """Known by its objects, a list is still read where an object is not one of them."""
+    emulator = Emulator(latency=NO_LATENCY)
+    parts: list[Body] = [{"type": "text", "text": f"part {n}"} for n in range(12)]
+
+    def body(content: list[Body]) -> Body:
+        return {
+            "model": model,
+            "max_tokens": 32,
+            "messages": [{"role": "user", "content": content}],
+        }
+
+    for _ in range(2):
+        assert (
+            await emulator.dispatch("POST", path, body([*parts, parts[0]]), frozen=True)
+        ).status == 200
+    broken = [*parts[:5], {"type": "text", "text": 7}, *parts[6:], parts[0]]
+    assert (await emulator.dispatch("POST", path, body(broken), frozen=True)).status == 400
+
+
 def test_memo_is_bounded_by_its_keys_size_oldest_out() -> None:
     memo: Memo[int] = Memo(max_chars=16)
     for n in range(6):

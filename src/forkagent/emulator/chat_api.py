@@ -19,6 +19,7 @@ from . import chat_rules, tokens
 from .cache import BlockCache, CacheResult, Layer, PrefixCache
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
+from .memo import one_request
 from .openai_cache import OpenAICaches, OpenAICacheTurn, Part, cache_part
 from .policies import CallingAgent, EmulatedRequest
 from .profiles import CacheSettings, ChatProfile, chat_profile
@@ -102,7 +103,8 @@ class ChatTurn(OpenAICacheTurn):
         if not api.catalog.lenient:
             model = body.get("model")
             profile = chat_profile(model) if isinstance(model, str) else "openai"
-            chat_rules.check_create(body, profile, api.catalog)
+            with one_request(frozen=call.frozen):
+                chat_rules.check_create(body, profile, api.catalog)
         self.model = require(body, "model", str)
         messages = require(body, "messages", list)
         if not messages:

@@ -22,6 +22,7 @@ from .cache import CacheResult, Layer, PrefixCache, PrefixRules, Segment
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .log import BreakpointOutcome
+from .memo import one_request
 from .policies import CallingAgent, EmulatedRequest
 from .profiles import CacheSettings, gemini_min_tokens
 from .timing import Clock
@@ -201,7 +202,8 @@ class GeminiTurn(Turn):
         self._api = api
         self.model = _model(call)
         if not api.catalog.lenient:
-            gemini_rules.check_generate(body, self.model, api.catalog)
+            with one_request(frozen=call.frozen):
+                gemini_rules.check_generate(body, self.model, api.catalog)
         self.stream = stream
         contents = optional(body, "contents", list)
         if not contents:

@@ -28,6 +28,7 @@ from .cache import CacheResult, Layer
 from .catalog import Catalog
 from .chat_api import breakpoint_ttl, cache_options
 from .errors import ApiError
+from .memo import one_request
 from .openai_cache import OpenAICaches, OpenAICacheTurn, Part, cache_part
 from .policies import CallingAgent, EmulatedRequest
 from .wire import (
@@ -359,7 +360,8 @@ class ResponsesTurn(OpenAICacheTurn):
         self._caches = api.caches
         self._body = body
         if not api.catalog.lenient:
-            responses_rules.check_create(body, api.catalog)
+            with one_request(frozen=call.frozen):
+                responses_rules.check_create(body, api.catalog)
         self.model = require(body, "model", str)
         self.profile = "openai"
         self.max_tokens = optional(body, "max_output_tokens", int)
