@@ -209,7 +209,7 @@ async def test_a_frozen_list_with_one_new_invalid_object_is_rejected(
     def body(content: list[Body]) -> Body:
         return {
             "model": model,
-            "max_tokens": 32,
+            limit: 32,
             "messages": [{"role": "user", "content": content}],
         }
 
