@@ -119,7 +119,7 @@ class _KnownHeads:
         self._heads: OrderedDict[tuple[int, int], tuple[list[Any], bytes, list[Any]]] = (
             OrderedDict()
         )
-        """By length and first object: the head, its key, and the last list it was found in
+        """By length and first object: the head, its key, and the list it was made from
         (a reply's list of calls comes again whole: the same object, unchanged)."""
         self._lock = threading.Lock()
 
