@@ -160,10 +160,11 @@ def explain(
     compared again.
     """
     sizes = block_sizes(current) if sizes is None else sizes
-    per_byte = _tokens_per_byte(usage, sum(sizes))
-    report = _Report(usage, compared_with, diagnosis)
+    total = sum(sizes)
+    report = _Report(usage, usage.prompt_tokens, compared_with, diagnosis)
+    per_byte = _tokens_per_byte(report.prompt, total)
     if previous is None:
-        prompt = usage.prompt_tokens or round(sum(sizes) * per_byte)
+        prompt = report.prompt or round(total * per_byte)
         return report.build("cold", 0, _minimum_findings(prompt, profile, "the prompt"))
     compared, settings = _settings_change(previous, current)
     if prefix_blocks is not None and settings is None:
@@ -173,12 +174,12 @@ def explain(
         shared = _shared_blocks(compared, difference)
     expected = round(sum(sizes[:shared]) * per_byte)
     if difference is None and previous_tokens and usage.cache_read_tokens >= previous_tokens:
-        return report.build("hit", previous_tokens, [])
+        return report.build("hit", previous_tokens)
     if difference is not None:
         finding = _change_finding(difference, compared, current, expected)
         return report.build("miss", expected, [finding], difference)
     if usage.cache_read_tokens >= hit_fraction * expected:
-        return report.build("hit", expected, [])
+        return report.build("hit", expected)
     findings = _shortfall_findings(expected, profile, previous, elapsed, cache_ready)
     if settings is not None and findings[0].reason == "unexplained":
         return report.build("miss", expected, [_settings_finding(settings)], settings)
@@ -201,11 +202,13 @@ def _settings_change(
     return previous.model_copy(update={"settings": current.settings}), change
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Report:
     """What every report of one request shares, whatever its status."""
 
     usage: Usage
+    prompt: int
+    """``usage.prompt_tokens``, summed once."""
     compared_with: str | None
     diagnosis: Mapping[str, JsonValue] | None
 
@@ -213,26 +216,27 @@ class _Report:
         self,
         status: CacheStatus,
         expected: int,
-        findings: list[CacheFinding],
+        findings: Sequence[CacheFinding] = (),
         difference: Difference | None = None,
     ) -> CacheReport:
         """The report; without a prompt size from the provider the status is ``unmeasured``."""
+        diagnosis = self.diagnosis
         return CacheReport(
-            status=status if self.usage.prompt_tokens else "unmeasured",
-            prompt_tokens=self.usage.prompt_tokens,
-            read_tokens=self.usage.cache_read_tokens,
-            write_tokens=self.usage.cache_write_tokens,
-            expected_tokens=expected,
-            findings=(*findings, *_provider_findings(self.diagnosis)),
-            difference=difference,
-            compared_with=self.compared_with,
-            provider_diagnosis=self.diagnosis,
+            status if self.prompt else "unmeasured",
+            self.prompt,
+            self.usage.cache_read_tokens,
+            self.usage.cache_write_tokens,
+            expected,
+            (*findings, *_provider_findings(diagnosis)) if diagnosis else tuple(findings),
+            difference,
+            self.compared_with,
+            diagnosis,
         )
 
 
-def _tokens_per_byte(usage: Usage, total_bytes: int) -> float:
-    if usage.prompt_tokens and total_bytes:
-        return usage.prompt_tokens / total_bytes
+def _tokens_per_byte(prompt_tokens: int, total_bytes: int) -> float:
+    if prompt_tokens and total_bytes:
+        return prompt_tokens / total_bytes
     return 1 / BYTES_PER_TOKEN
 
 

@@ -58,6 +58,12 @@ class _Sent:
     """Sent before the agent was resumed: known from its transcript, not seen here."""
 
 
+class _Source(NamedTuple):
+    sent: _Sent
+    request: ModelRequest
+    label: str
+
+
 @dataclass(slots=True)
 class _Family:
     """Forks started from the same parent state."""
@@ -69,6 +75,8 @@ class _Family:
     """The leader's request cut to what siblings share (``shared_part``), made once."""
     shared_sizes: list[int] | None = None
     """The shared part's block sizes, measured once: a sibling measures only what it adds."""
+    source: _Source | None = None
+    """What every sibling after the leader is compared with: the shared part, made once."""
 
 
 @dataclass(slots=True)
@@ -83,12 +91,6 @@ class _Agent:
     pending: _Sent | None = None
     family: _Family | None = None
     """For a fork: the agents forked from the same parent state."""
-
-
-class _Source(NamedTuple):
-    sent: _Sent
-    request: ModelRequest
-    label: str
 
 
 class CacheMonitor:
@@ -254,14 +256,17 @@ class CacheMonitor:
         leader = family.leader if family is not None else None
         if family is None or leader is None or leader[1].order >= sent.order:
             return None
-        sibling, first = leader
-        if family.shared is None:  # every sibling compares with the same cut copy
+        if family.source is None:  # every sibling compares with the same cut copy
+            sibling, first = leader
             family.shared = shared_part(first.request)
-        return _Source(first, family.shared, f"fork {sibling}'s shared prefix")
+            family.source = _Source(first, family.shared, f"fork {sibling}'s shared prefix")
+        return family.source
 
     def _check_break(self, agent_id: str, usage: Usage, report: CacheReport) -> None:
+        if report.status != "miss":  # the usual case, settled before the ratio is summed
+            return
         ratio = usage.cache_hit_ratio
-        if report.status == "miss" and ratio is not None and ratio < CACHE_BREAK_RATIO:
+        if ratio is not None and ratio < CACHE_BREAK_RATIO:
             logger.warning(
                 "cache break: fork %s read %.0f%% of its first prompt from the cache; %s",
                 agent_id,
