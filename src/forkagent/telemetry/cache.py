@@ -262,16 +262,18 @@ def extension_sizes(
     if not extends(earlier, request):
         return None
     out = list(sizes)
-    count = len(earlier.messages)
-    messages = request.messages
+    before, messages = earlier.messages, request.messages
+    count, total = len(before), len(messages)
     if count:  # the rest of a cut last message: what a sibling adds to its family's part
-        rest = messages[count - 1].content[len(earlier.messages[-1].content) :]
+        message = messages[count - 1]
+        rest = message.content[len(before[-1].content) :]
         if rest:
-            out += _sizes(messages[count - 1].role, rest, keep_last=count < len(messages))
-    added = messages[count:]
-    for message in added[:-1]:
-        out += _MESSAGE_SIZES.get(message, _message_sizes)
-    if added:  # the request's own new message: measured, not kept (it comes once)
+            out += _sizes(message.role, rest, keep_last=count < total)
+    if count < total:
+        added = messages[count:]
+        for message in added[:-1]:
+            out += _MESSAGE_SIZES.get(message, _message_sizes)
+        # The request's own new message: measured, not kept (it comes once).
         out += _sizes(added[-1].role, added[-1].content, keep_last=False)
     return out
 
@@ -294,10 +296,10 @@ def _message_sizes(message: Message) -> list[int]:
 
 def _sizes(role: str, blocks: tuple[ContentBlock, ...], *, keep_last: bool = True) -> list[int]:
     """``keep_last=False``: the last block is measured without being kept."""
+    if len(blocks) <= HEAD_MIN:  # no head is kept for short ones
+        return _measured(role, blocks[:-1]) + _last_size(role, blocks, keep_last)
     head = _HEAD_SIZES.find(blocks)
     if head is None or head[0] != role:
-        if len(blocks) <= HEAD_MIN:
-            return _measured(role, blocks[:-1]) + _last_size(role, blocks, keep_last)
         head = (role, _measured(role, blocks[:-1]))
         _HEAD_SIZES.keep(blocks, head)
     return head[1] + _last_size(role, blocks, keep_last)
@@ -310,6 +312,9 @@ def _last_size(role: str, blocks: tuple[ContentBlock, ...], keep: bool) -> list[
 
 
 def _measured(role: str, blocks: tuple[ContentBlock, ...]) -> list[int]:
+    if not blocks:  # a one-block message's head: nothing to look up
+        return []
+
     def measure(block: ContentBlock) -> int:
         return len(canonical_block(role, block))
 

@@ -49,8 +49,8 @@ class _Sent:
     order: int
     """Position in the event stream: orders requests the clock sees as simultaneous."""
     answered_at: float | None = None
-    prompt_tokens: int = 0
-    """The prompt size its response reported (0 until answered, or when unreported)."""
+    usage: Usage | None = None
+    """What its response reported (None until answered)."""
     sizes: list[int] | None = None
     """The canonical size of each block, once explained."""
     prewarm: bool = False
@@ -181,7 +181,7 @@ class CacheMonitor:
         if sent is None:
             return
         sent.answered_at, agent.pending = self._clock(), None
-        sent.prompt_tokens = event.response.usage.prompt_tokens
+        sent.usage = event.response.usage
         profile = self._profiles.get(sent.request.model, self._default)
         report = self._explain(agent, sent, event.response, profile)
         first_turn = agent.last is None
@@ -277,9 +277,9 @@ class CacheMonitor:
 
 def _whole_prompt_tokens(source: _Source | None) -> int | None:
     """The reported size of the source's prompt, when it is compared whole (not a shared part)."""
-    if source is None or source.request is not source.sent.request:
+    if source is None or source.request is not source.sent.request or source.sent.usage is None:
         return None
-    return source.sent.prompt_tokens or None
+    return source.sent.usage.prompt_tokens or None
 
 
 def _previous_label(sent: _Sent) -> str:
