@@ -73,8 +73,8 @@ class _Family:
     entry the others read."""
     shared: ModelRequest | None = None
     """The leader's request cut to what siblings share (``shared_part``), made once."""
-    shared_sizes: list[int] | None = None
-    """The shared part's block sizes, measured once: a sibling measures only what it adds."""
+    known: tuple[ModelRequest, list[int]] | None = None
+    """The shared part and its block sizes, measured once: a sibling measures only what it adds."""
     source: _Source | None = None
     """What every sibling after the leader is compared with: the shared part, made once."""
 
@@ -190,7 +190,7 @@ class CacheMonitor:
         self._explained.append(explained)
         if agent.kind == "fork" and first_turn and profile.caches:
             self._check_break(event.agent_id, event.response.usage, report)
-        elif report.status == "miss":
+        elif report.status == "miss" and logger.isEnabledFor(logging.INFO):  # summary costs
             logger.info("agent %s turn %d: %s", event.agent_id, event.turn, report.summary)
         if self._on_report is not None:
             self._on_report(explained)
@@ -226,14 +226,13 @@ class CacheMonitor:
         A sibling's is its family's shared part (the same for every sibling), measured
         once; any other agent's, its last request, or its parent's.
         """
-        known = agent.last or agent.base
-        sized = None if known is None or known.sizes is None else (known.request, known.sizes)
         family = agent.family
-        if agent.last is not None or family is None or family.shared is None:
-            return sized
-        if family.shared_sizes is None:
-            family.shared_sizes = block_sizes(family.shared, sized)
-        return family.shared, family.shared_sizes
+        if agent.last is None and family is not None and family.shared is not None:
+            if family.known is None:
+                sizes = block_sizes(family.shared, _sized(agent.base))
+                family.known = (family.shared, sizes)
+            return family.known
+        return _sized(agent.last or agent.base)
 
     def _source(self, agent: _Agent, sent: _Sent) -> _Source | None:
         """The request whose cache entry ``sent`` should have read."""
@@ -266,13 +265,18 @@ class CacheMonitor:
         if report.status != "miss":  # the usual case, settled before the ratio is summed
             return
         ratio = usage.cache_hit_ratio
-        if ratio is not None and ratio < CACHE_BREAK_RATIO:
+        if ratio is not None and ratio < CACHE_BREAK_RATIO and logger.isEnabledFor(logging.WARNING):
             logger.warning(
                 "cache break: fork %s read %.0f%% of its first prompt from the cache; %s",
                 agent_id,
                 ratio * 100,
                 report.summary,
             )
+
+
+def _sized(sent: _Sent | None) -> tuple[ModelRequest, list[int]] | None:
+    """``sent``'s request with its block sizes, once it has been explained."""
+    return None if sent is None or sent.sizes is None else (sent.request, sent.sizes)
 
 
 def _whole_prompt_tokens(source: _Source | None) -> int | None:
