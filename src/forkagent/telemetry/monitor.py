@@ -190,7 +190,8 @@ class CacheMonitor:
         self._explained.append(explained)
         if agent.kind == "fork" and first_turn and profile.caches:
             self._check_break(event.agent_id, event.response.usage, report)
-        elif report.status == "miss" and logger.isEnabledFor(logging.INFO):  # summary costs
+        elif report.status == "miss" and logger.isEnabledFor(logging.INFO):
+            # The summary is formatted only for a logger that shows it.
             logger.info("agent %s turn %d: %s", event.agent_id, event.turn, report.summary)
         if self._on_report is not None:
             self._on_report(explained)
@@ -266,6 +267,7 @@ class CacheMonitor:
             return
         ratio = usage.cache_hit_ratio
         if ratio is not None and ratio < CACHE_BREAK_RATIO and logger.isEnabledFor(logging.WARNING):
+            # As above: the summary only for a logger that shows it.
             logger.warning(
                 "cache break: fork %s read %.0f%% of its first prompt from the cache; %s",
                 agent_id,
