@@ -8,6 +8,8 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from forkagent.messages import ImageBlock, TextBlock, ThinkingBlock, ToolUseBlock, assistant, user
 from forkagent.requests import (
@@ -15,6 +17,8 @@ from forkagent.requests import (
     ModelSettings,
     ThinkingConfig,
     ToolSpec,
+    canonical_block,
+    canonical_json,
     first_difference,
     prefix_fingerprints,
     request_blocks,
@@ -106,6 +110,20 @@ def test_canonical_bytes_are_compact_utf8_json() -> None:
     assert "ü".encode() in data
     assert b": " not in data
     assert b", " not in data
+
+
+@given(
+    role=st.sampled_from(["user", "assistant", 'tool "x"\n']),
+    text=st.text(st.characters(exclude_categories=["Cs"])),  # a lone surrogate is no UTF-8
+)
+def test_a_text_blocks_canonical_form_is_the_generic_rendering(role: str, text: str) -> None:
+    """``canonical_block`` writes a text block's JSON directly: it must be byte for byte
+    the dump-and-encode every other block gets (quotes, escapes, non-ASCII, controls)."""
+    block = TextBlock(text=text)
+
+    generic = canonical_json({"role": role, **block.model_dump(mode="json")})
+
+    assert canonical_block(role, block) == generic
 
 
 def test_request_blocks_follow_provider_hash_order() -> None:

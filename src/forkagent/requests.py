@@ -142,6 +142,11 @@ def request_blocks(request: ModelRequest) -> list[CanonicalBlock]:
 
 def canonical_block(role: str, block: ContentBlock) -> bytes:
     """A message's block as ``request_blocks`` renders it: its role, then its fields."""
+    if type(block) is TextBlock:  # the usual block: its two fields as the encoder writes them
+        text = _CANONICAL.encode  # a string alone is encoded at once (no dump, no dict)
+        return (
+            f'{{"role":{text(role)},"type":{text(block.type)},"text":{text(block.text)}}}'.encode()
+        )
     return canonical_json({"role": role, **block.model_dump(mode="json")})
 
 

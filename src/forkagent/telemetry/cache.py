@@ -160,10 +160,11 @@ def explain(
     compared again.
     """
     sizes = block_sizes(current) if sizes is None else sizes
-    per_byte = _tokens_per_byte(usage, sum(sizes))
-    report = _Report(usage, compared_with, diagnosis)
+    total = sum(sizes)
+    report = _Report(usage, usage.prompt_tokens, compared_with, diagnosis)
+    per_byte = _tokens_per_byte(report.prompt, total)
     if previous is None:
-        prompt = usage.prompt_tokens or round(sum(sizes) * per_byte)
+        prompt = report.prompt or round(total * per_byte)
         return report.build("cold", 0, _minimum_findings(prompt, profile, "the prompt"))
     compared, settings = _settings_change(previous, current)
     if prefix_blocks is not None and settings is None:
@@ -173,12 +174,12 @@ def explain(
         shared = _shared_blocks(compared, difference)
     expected = round(sum(sizes[:shared]) * per_byte)
     if difference is None and previous_tokens and usage.cache_read_tokens >= previous_tokens:
-        return report.build("hit", previous_tokens, [])
+        return report.build("hit", previous_tokens)
     if difference is not None:
         finding = _change_finding(difference, compared, current, expected)
         return report.build("miss", expected, [finding], difference)
     if usage.cache_read_tokens >= hit_fraction * expected:
-        return report.build("hit", expected, [])
+        return report.build("hit", expected)
     findings = _shortfall_findings(expected, profile, previous, elapsed, cache_ready)
     if settings is not None and findings[0].reason == "unexplained":
         return report.build("miss", expected, [_settings_finding(settings)], settings)
@@ -201,11 +202,13 @@ def _settings_change(
     return previous.model_copy(update={"settings": current.settings}), change
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Report:
     """What every report of one request shares, whatever its status."""
 
     usage: Usage
+    prompt: int
+    """``usage.prompt_tokens``, summed once."""
     compared_with: str | None
     diagnosis: Mapping[str, JsonValue] | None
 
@@ -213,26 +216,27 @@ class _Report:
         self,
         status: CacheStatus,
         expected: int,
-        findings: list[CacheFinding],
+        findings: Sequence[CacheFinding] = (),
         difference: Difference | None = None,
     ) -> CacheReport:
         """The report; without a prompt size from the provider the status is ``unmeasured``."""
+        diagnosis = self.diagnosis
         return CacheReport(
-            status=status if self.usage.prompt_tokens else "unmeasured",
-            prompt_tokens=self.usage.prompt_tokens,
-            read_tokens=self.usage.cache_read_tokens,
-            write_tokens=self.usage.cache_write_tokens,
-            expected_tokens=expected,
-            findings=(*findings, *_provider_findings(self.diagnosis)),
-            difference=difference,
-            compared_with=self.compared_with,
-            provider_diagnosis=self.diagnosis,
+            status if self.prompt else "unmeasured",
+            self.prompt,
+            self.usage.cache_read_tokens,
+            self.usage.cache_write_tokens,
+            expected,
+            (*findings, *_provider_findings(diagnosis)) if diagnosis else tuple(findings),
+            difference,
+            self.compared_with,
+            diagnosis,
         )
 
 
-def _tokens_per_byte(usage: Usage, total_bytes: int) -> float:
-    if usage.prompt_tokens and total_bytes:
-        return usage.prompt_tokens / total_bytes
+def _tokens_per_byte(prompt_tokens: int, total_bytes: int) -> float:
+    if prompt_tokens and total_bytes:
+        return prompt_tokens / total_bytes
     return 1 / BYTES_PER_TOKEN
 
 
@@ -258,16 +262,18 @@ def extension_sizes(
     if not extends(earlier, request):
         return None
     out = list(sizes)
-    count = len(earlier.messages)
-    messages = request.messages
+    before, messages = earlier.messages, request.messages
+    count, total = len(before), len(messages)
     if count:  # the rest of a cut last message: what a sibling adds to its family's part
-        rest = messages[count - 1].content[len(earlier.messages[-1].content) :]
+        message = messages[count - 1]
+        rest = message.content[len(before[-1].content) :]
         if rest:
-            out += _sizes(messages[count - 1].role, rest, keep_last=count < len(messages))
-    added = messages[count:]
-    for message in added[:-1]:
-        out += _MESSAGE_SIZES.get(message, _message_sizes)
-    if added:  # the request's own new message: measured, not kept (it comes once)
+            out += _sizes(message.role, rest, keep_last=count < total)
+    if count < total:
+        added = messages[count:]
+        for message in added[:-1]:
+            out += _MESSAGE_SIZES.get(message, _message_sizes)
+        # The request's own new message: measured, not kept (it comes once).
         out += _sizes(added[-1].role, added[-1].content, keep_last=False)
     return out
 
@@ -290,10 +296,10 @@ def _message_sizes(message: Message) -> list[int]:
 
 def _sizes(role: str, blocks: tuple[ContentBlock, ...], *, keep_last: bool = True) -> list[int]:
     """``keep_last=False``: the last block is measured without being kept."""
+    if len(blocks) <= HEAD_MIN:  # no head is kept for short ones
+        return _measured(role, blocks[:-1]) + _last_size(role, blocks, keep_last)
     head = _HEAD_SIZES.find(blocks)
     if head is None or head[0] != role:
-        if len(blocks) <= HEAD_MIN:
-            return _measured(role, blocks[:-1]) + _last_size(role, blocks, keep_last)
         head = (role, _measured(role, blocks[:-1]))
         _HEAD_SIZES.keep(blocks, head)
     return head[1] + _last_size(role, blocks, keep_last)
@@ -306,6 +312,9 @@ def _last_size(role: str, blocks: tuple[ContentBlock, ...], keep: bool) -> list[
 
 
 def _measured(role: str, blocks: tuple[ContentBlock, ...]) -> list[int]:
+    if not blocks:  # a one-block message's head: nothing to look up
+        return []
+
     def measure(block: ContentBlock) -> int:
         return len(canonical_block(role, block))
 

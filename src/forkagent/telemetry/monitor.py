@@ -49,13 +49,19 @@ class _Sent:
     order: int
     """Position in the event stream: orders requests the clock sees as simultaneous."""
     answered_at: float | None = None
-    prompt_tokens: int = 0
-    """The prompt size its response reported (0 until answered, or when unreported)."""
+    usage: Usage | None = None
+    """What its response reported (None until answered)."""
     sizes: list[int] | None = None
     """The canonical size of each block, once explained."""
     prewarm: bool = False
     resumed: bool = False
     """Sent before the agent was resumed: known from its transcript, not seen here."""
+
+
+class _Source(NamedTuple):
+    sent: _Sent
+    request: ModelRequest
+    label: str
 
 
 @dataclass(slots=True)
@@ -67,8 +73,10 @@ class _Family:
     entry the others read."""
     shared: ModelRequest | None = None
     """The leader's request cut to what siblings share (``shared_part``), made once."""
-    shared_sizes: list[int] | None = None
-    """The shared part's block sizes, measured once: a sibling measures only what it adds."""
+    known: tuple[ModelRequest, list[int]] | None = None
+    """The shared part and its block sizes, measured once: a sibling measures only what it adds."""
+    source: _Source | None = None
+    """What every sibling after the leader is compared with: the shared part, made once."""
 
 
 @dataclass(slots=True)
@@ -83,12 +91,6 @@ class _Agent:
     pending: _Sent | None = None
     family: _Family | None = None
     """For a fork: the agents forked from the same parent state."""
-
-
-class _Source(NamedTuple):
-    sent: _Sent
-    request: ModelRequest
-    label: str
 
 
 class CacheMonitor:
@@ -179,7 +181,7 @@ class CacheMonitor:
         if sent is None:
             return
         sent.answered_at, agent.pending = self._clock(), None
-        sent.prompt_tokens = event.response.usage.prompt_tokens
+        sent.usage = event.response.usage
         profile = self._profiles.get(sent.request.model, self._default)
         report = self._explain(agent, sent, event.response, profile)
         first_turn = agent.last is None
@@ -188,7 +190,8 @@ class CacheMonitor:
         self._explained.append(explained)
         if agent.kind == "fork" and first_turn and profile.caches:
             self._check_break(event.agent_id, event.response.usage, report)
-        elif report.status == "miss":
+        elif report.status == "miss" and logger.isEnabledFor(logging.INFO):
+            # The summary is formatted only for a logger that shows it.
             logger.info("agent %s turn %d: %s", event.agent_id, event.turn, report.summary)
         if self._on_report is not None:
             self._on_report(explained)
@@ -224,14 +227,13 @@ class CacheMonitor:
         A sibling's is its family's shared part (the same for every sibling), measured
         once; any other agent's, its last request, or its parent's.
         """
-        known = agent.last or agent.base
-        sized = None if known is None or known.sizes is None else (known.request, known.sizes)
         family = agent.family
-        if agent.last is not None or family is None or family.shared is None:
-            return sized
-        if family.shared_sizes is None:
-            family.shared_sizes = block_sizes(family.shared, sized)
-        return family.shared, family.shared_sizes
+        if agent.last is None and family is not None and family.shared is not None:
+            if family.known is None:
+                sizes = block_sizes(family.shared, _sized(agent.base))
+                family.known = (family.shared, sizes)
+            return family.known
+        return _sized(agent.last or agent.base)
 
     def _source(self, agent: _Agent, sent: _Sent) -> _Source | None:
         """The request whose cache entry ``sent`` should have read."""
@@ -254,14 +256,18 @@ class CacheMonitor:
         leader = family.leader if family is not None else None
         if family is None or leader is None or leader[1].order >= sent.order:
             return None
-        sibling, first = leader
-        if family.shared is None:  # every sibling compares with the same cut copy
+        if family.source is None:  # every sibling compares with the same cut copy
+            sibling, first = leader
             family.shared = shared_part(first.request)
-        return _Source(first, family.shared, f"fork {sibling}'s shared prefix")
+            family.source = _Source(first, family.shared, f"fork {sibling}'s shared prefix")
+        return family.source
 
     def _check_break(self, agent_id: str, usage: Usage, report: CacheReport) -> None:
+        if report.status != "miss":  # the usual case, settled before the ratio is summed
+            return
         ratio = usage.cache_hit_ratio
-        if report.status == "miss" and ratio is not None and ratio < CACHE_BREAK_RATIO:
+        if ratio is not None and ratio < CACHE_BREAK_RATIO and logger.isEnabledFor(logging.WARNING):
+            # As above: the summary only for a logger that shows it.
             logger.warning(
                 "cache break: fork %s read %.0f%% of its first prompt from the cache; %s",
                 agent_id,
@@ -270,11 +276,16 @@ class CacheMonitor:
             )
 
 
+def _sized(sent: _Sent | None) -> tuple[ModelRequest, list[int]] | None:
+    """``sent``'s request with its block sizes, once it has been explained."""
+    return None if sent is None or sent.sizes is None else (sent.request, sent.sizes)
+
+
 def _whole_prompt_tokens(source: _Source | None) -> int | None:
     """The reported size of the source's prompt, when it is compared whole (not a shared part)."""
-    if source is None or source.request is not source.sent.request:
+    if source is None or source.request is not source.sent.request or source.sent.usage is None:
         return None
-    return source.sent.prompt_tokens or None
+    return source.sent.usage.prompt_tokens or None
 
 
 def _previous_label(sent: _Sent) -> str:
