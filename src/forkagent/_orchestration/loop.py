@@ -63,6 +63,7 @@ from ..usage import Usage
 from .budget import Budget
 from .fanout import ForkFamily, send_in_family
 from .output import OUTPUT_TOOL, OutputInvalid, OutputSpec
+from .timeouts import request_timeout
 
 CANCELLED_RESULT = "Cancelled before this tool call finished."
 
@@ -368,7 +369,7 @@ async def _request(run: AgentRun) -> ModelResponse:
     started = time.monotonic()
     caller = CALLER.set(Caller(run.id, run.label, run.kind, run.turns + 1))
     try:
-        async with asyncio.timeout(run.timeout):
+        with request_timeout(run.timeout):
             response = await _send(run, request)
     except TimeoutError:
         raise ModelError(
