@@ -8,6 +8,8 @@ what the task's cancellation count is afterwards.
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal
@@ -145,8 +147,8 @@ async def test_a_body_that_swallows_the_cancellation_returns_its_answer() -> Non
 
 async def test_the_timer_never_fires_before_a_deadline() -> None:
     loop = asyncio.get_running_loop()
-    timer = RequestTimer(loop)
-    guard = timer.after(0.02)
+    timer = RequestTimer()
+    guard = timer.after(loop, 0.02)
     with pytest.raises(TimeoutError), guard:
         await asyncio.sleep(30)
     assert guard.expired
@@ -155,17 +157,31 @@ async def test_the_timer_never_fires_before_a_deadline() -> None:
 
 async def test_one_timer_serves_every_request_and_none_outlives_them() -> None:
     loop = asyncio.get_running_loop()
-    timer = RequestTimer(loop)
+    timer = RequestTimer()
     handles: list[int] = []
 
     async def request(seconds: float) -> None:
-        with timer.after(seconds):
+        with timer.after(loop, seconds):
             handles.append(_scheduled(loop, timer))
             await asyncio.sleep(0.001)
 
     await asyncio.gather(*(request(600) for _ in range(50)))
     assert set(handles) == {1}  # one timer in the loop's heap, however many wait
     assert _scheduled(loop, timer) == 0
+
+
+def test_a_finished_loop_is_not_kept_alive_by_its_timer() -> None:
+    async def one_request() -> None:
+        with request_timeout(600):
+            await asyncio.sleep(0)
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(one_request())
+    loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None
 
 
 async def test_a_timeout_outside_a_task_is_refused() -> None:

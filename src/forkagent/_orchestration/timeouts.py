@@ -51,22 +51,25 @@ class RequestTimeout:
 
 
 class RequestTimer:
-    """The deadlines of one event loop's requests in flight, kept by one timer."""
+    """The deadlines of one event loop's requests in flight, kept by one timer.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    It holds no reference to its loop (only the loop's timer holds it, while armed),
+    so a loop that is done with can be collected, and its timer with it.
+    """
+
+    def __init__(self) -> None:
         self._pending: set[RequestTimeout] = set()
         self._handle: asyncio.TimerHandle | None = None
 
-    def after(self, seconds: float) -> RequestTimeout:
-        """A deadline ``seconds`` from now for the current task's request."""
-        task = asyncio.current_task(self._loop)
+    def after(self, loop: asyncio.AbstractEventLoop, seconds: float) -> RequestTimeout:
+        """A deadline ``seconds`` from now for the request of ``loop``'s current task."""
+        task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("a request timeout needs to run inside a task")
-        timeout = RequestTimeout(self, task, self._loop.time() + seconds)
+        timeout = RequestTimeout(self, task, loop.time() + seconds)
         self._pending.add(timeout)
         if self._handle is None or timeout.deadline < self._handle.when():
-            self._arm(timeout.deadline)
+            self._arm(loop, timeout.deadline)
         return timeout
 
     def forget(self, timeout: RequestTimeout) -> None:
@@ -75,22 +78,22 @@ class RequestTimer:
             self._handle.cancel()  # nothing left to watch: no timer outlives the requests
             self._handle = None
 
-    def _arm(self, when: float) -> None:
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._handle is not None:
             self._handle.cancel()
-        self._handle = self._loop.call_at(when, self._fire, when)
+        self._handle = loop.call_at(when, self._fire, loop, when)
 
-    def _fire(self, when: float) -> None:
+    def _fire(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         self._handle = None
         # The loop runs a timer up to its clock's resolution early: what it would have run
         # by now is every deadline up to this timer's, whatever the clock reads.
-        limit = max(when, self._loop.time())
+        limit = max(when, loop.time())
         due = [timeout for timeout in self._pending if timeout.deadline <= limit]
         for timeout in due:
             self._pending.discard(timeout)
             timeout.expire()
         if self._pending:
-            self._arm(min(timeout.deadline for timeout in self._pending))
+            self._arm(loop, min(timeout.deadline for timeout in self._pending))
 
 
 _timers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RequestTimer] = (
@@ -109,5 +112,5 @@ def request_timeout(seconds: float | None) -> AbstractContextManager[object]:
     loop = asyncio.get_running_loop()
     timer = _timers.get(loop)
     if timer is None:
-        timer = _timers[loop] = RequestTimer(loop)
-    return timer.after(seconds)
+        timer = _timers[loop] = RequestTimer()
+    return timer.after(loop, seconds)
