@@ -541,7 +541,9 @@ class Runtime:
             self.placements[run.id] = (
                 here() if in_process else await executor.place(run, prepared.worktree)
             )
-            outcome = await within_deadline(run.budget, self._drive_child(run))
+            # No hooks object: no SubagentStop hook can send it back, so one coroutine fewer.
+            work = self.drive(run) if run.hooks is None else self._drive_child(run)
+            outcome = await within_deadline(run.budget, work)
             status, error = outcome.status, outcome.error
         except asyncio.CancelledError:
             _uncancel()
