@@ -37,15 +37,15 @@ async def guarded(kind: Kind, seconds: float | None, body: Callable[[], Awaitabl
 
 async def outcome(kind: Kind, seconds: float | None, body: Callable[[], Awaitable[str]]) -> str:
     """What happened, as one comparable string, plus the task's cancellation count after."""
+    task = asyncio.current_task()
+    assert task is not None
     try:
         result = await guarded(kind, seconds, body)
     except TimeoutError:
         result = "timed out"
     except asyncio.CancelledError:
         result = "cancelled"
-        asyncio.current_task().uncancel()  # type: ignore[union-attr]  # always in a task here
-    task = asyncio.current_task()
-    assert task is not None
+        task.uncancel()  # taken as an outcome here, not passed on
     return f"{result}; cancelling={task.cancelling()}"
 
 
