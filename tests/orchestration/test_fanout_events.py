@@ -253,3 +253,50 @@ async def test_warm_up_releases_the_siblings_when_the_reply_begins_not_at_its_fi
     assert not leader.done()
     model.text.set()
     assert (await leader).message.text == "leader"
+
+
+async def test_a_sibling_cancelled_while_it_waits_leaves_the_others_to_be_released() -> None:
+    """Only the cancelled sibling's wait ends; the release still lets every other one go."""
+    model = _SlowFirstText()
+    family = ForkFamily(("parent", 1), "first_response_ends")
+    request = ModelRequest(model=model.name)
+    sent: list[str] = []
+
+    def send(agent_id: str) -> asyncio.Task[ModelResponse]:
+        return asyncio.create_task(
+            send_in_family(
+                family,
+                agent_id,
+                model,
+                request,
+                prewarm=None,
+                on_send=lambda: sent.append(agent_id),
+            )
+        )
+
+    leader_release = asyncio.Event()
+    original = model.request
+
+    async def leader_waits(request: ModelRequest) -> ModelResponse:
+        await leader_release.wait()
+        return await original(request)
+
+    model.request = leader_waits  # type: ignore[method-assign]  # the leader's reply is held
+    leader = send("a")
+    await asyncio.sleep(0)
+    model.request = original  # type: ignore[method-assign]
+    siblings = [send(agent_id) for agent_id in ("b", "c", "d")]
+    await asyncio.sleep(0)
+    siblings[1].cancel()
+    await asyncio.sleep(0)
+    assert sent == ["a"]
+    leader_release.set()
+    outcomes = await asyncio.gather(leader, *siblings, return_exceptions=True)
+    assert [type(o).__name__ for o in outcomes] == [
+        "ModelResponse",
+        "ModelResponse",
+        "CancelledError",
+        "ModelResponse",
+    ]
+    assert sent == ["a", "b", "d"]
+    assert family.wait() is None  # released: a late sibling does not wait at all

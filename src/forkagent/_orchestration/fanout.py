@@ -29,24 +29,44 @@ class ForkFamily:
 
     key: tuple[str, int]
     warmup: Warmup
-    released: asyncio.Event = field(default_factory=asyncio.Event)
+    released: bool = False
     leader: str | None = None
     size: int = 0
     """Children built into the family so far (siblings join before any request leaves)."""
+    _waiting: list[asyncio.Future[None]] = field(default_factory=list)
+    """One future per sibling waiting for the release. Not an ``asyncio.Event``: each of
+    its waiters removes itself from a deque, O(siblings) each, O(siblings²) a family."""
 
     def __post_init__(self) -> None:
         if self.warmup == "none":
-            self.released.set()
+            self.released = True
 
     def lead_or_wait(self, agent_id: str) -> bool:
         """True when ``agent_id`` goes first and must release the others."""
-        if self.released.is_set() or self.leader not in (None, agent_id):
+        if self.released or self.leader not in (None, agent_id):
             return False
         self.leader = agent_id
         return True
 
+    def wait(self) -> asyncio.Future[None] | None:
+        """A future the release completes; None once released (nothing to wait for).
+
+        A sibling cancelled while it waits cancels only its own future, which the
+        release then passes over."""
+        if self.released:
+            return None
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        return waiter
+
     def release(self) -> None:
-        self.released.set()
+        if self.released:
+            return
+        self.released = True
+        waiting, self._waiting = self._waiting, []
+        for waiter in waiting:
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 Prewarm = Callable[[ModelRequest], Awaitable[bool]]
@@ -70,7 +90,8 @@ async def send_in_family(
     pre-warm the model refuses falls back to the provider's warm-up rule.
     """
     if not family.lead_or_wait(agent_id):
-        await family.released.wait()
+        if (release := family.wait()) is not None:
+            await release
         on_send()
         return await model.request(request)
     later = False

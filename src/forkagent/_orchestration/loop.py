@@ -63,6 +63,7 @@ from ..usage import Usage
 from .budget import Budget
 from .fanout import ForkFamily, send_in_family
 from .output import OUTPUT_TOOL, OutputInvalid, OutputSpec
+from .timeouts import request_timeout
 
 CANCELLED_RESULT = "Cancelled before this tool call finished."
 
@@ -368,7 +369,7 @@ async def _request(run: AgentRun) -> ModelResponse:
     started = time.monotonic()
     caller = CALLER.set(Caller(run.id, run.label, run.kind, run.turns + 1))
     try:
-        async with asyncio.timeout(run.timeout):
+        with request_timeout(run.timeout):
             response = await _send(run, request)
     except TimeoutError:
         raise ModelError(
@@ -391,19 +392,19 @@ def _charge(run: AgentRun, usage: Usage, *, turn: bool) -> None:
     run.budget.charge(usage, cost(run.model.name, usage), turn=turn)
 
 
-async def _send(run: AgentRun, request: ModelRequest) -> ModelResponse:
+def _send(run: AgentRun, request: ModelRequest) -> Awaitable[ModelResponse]:
+    """The request's reply, to await at once (a plain function: one coroutine layer fewer on
+    every resumption of the request)."""
     family, run.family = run.family, None
     sent = RequestSent(run.id, run.turns, request)
     if family is None:
         run.emit(sent)
         if run.stream:
-            return await _streamed(run, request)
-        return await run.model.request(request)
+            return _streamed(run, request)
+        return run.model.request(request)
     prewarm = functools.partial(_prewarm, run) if run.prewarm else None
     on_send = functools.partial(run.emit, sent)  # emitted when it leaves, after any wait
-    return await send_in_family(
-        family, run.id, run.model, request, prewarm=prewarm, on_send=on_send
-    )
+    return send_in_family(family, run.id, run.model, request, prewarm=prewarm, on_send=on_send)
 
 
 async def _streamed(run: AgentRun, request: ModelRequest) -> ModelResponse:

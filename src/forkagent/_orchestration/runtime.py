@@ -34,7 +34,7 @@ from ..telemetry.monitor import CacheMonitor
 from ..tools.spawn import SpawnRequest
 from .budget import Budget, Limits, require_price
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
-from .executor import Executor, InProcessExecutor, Placement
+from .executor import Executor, InProcessExecutor, Placement, here
 from .fanout import FanoutMode, ForkFamily
 from .fork import ForkBase, cache_key_hash, fork_base, fork_from, is_fork_history
 from .loop import (
@@ -531,12 +531,19 @@ class Runtime:
         run = task.run
         status: AgentStatus = "failed"
         error: str | None = None
+        executor = self.executor
+        # The in-process executor's place and release do nothing: no coroutine for either.
+        in_process = type(executor) is InProcessExecutor
         task._driving = True
         try:
             if task.cancel_requested:
                 raise asyncio.CancelledError
-            self.placements[run.id] = await self.executor.place(run, prepared.worktree)
-            outcome = await within_deadline(run.budget, self._drive_child(run))
+            self.placements[run.id] = (
+                here() if in_process else await executor.place(run, prepared.worktree)
+            )
+            # No hooks object: no SubagentStop hook can send it back, so one coroutine fewer.
+            work = self.drive(run) if run.hooks is None else self._drive_child(run)
+            outcome = await within_deadline(run.budget, work)
             status, error = outcome.status, outcome.error
         except asyncio.CancelledError:
             _uncancel()
@@ -549,7 +556,8 @@ class Runtime:
                 child.cancel()
             close_pending(run)
         try:
-            await self.executor.release(run)
+            if not in_process:
+                await executor.release(run)
         except Exception as exc:  # its work did not come back: it is not a completed run
             lost = f"its work could not be brought back: {exc}"
             status, error = "failed", f"{error}; {lost}" if error else lost

@@ -67,6 +67,8 @@ class AgentTask:
     _task: asyncio.Task[TaskResult] | None = None
     _to_background: asyncio.Event | None = None
     """Made when first needed: most children are never waited for in the foreground."""
+    _waiters: list[asyncio.Future[TaskResult]] | None = None
+    """``wait()``'s futures not handed the result yet; None until the first."""
 
     @property
     def id(self) -> str:
@@ -81,10 +83,36 @@ class AgentTask:
 
         A future of its own per call rather than a coroutine: ``asyncio.gather`` over
         many children then wraps no extra task around each (wrap it in
-        ``asyncio.ensure_future`` where a task-like object is needed).
+        ``asyncio.ensure_future`` where a task-like object is needed). What
+        ``asyncio.shield`` would give, with one callback on the task for all of its
+        waiters instead of two closures and a context per waiter.
         """
-        assert self._task is not None
-        return asyncio.shield(self._task)
+        task = self._task
+        assert task is not None
+        if task.done():
+            return task
+        waiter: asyncio.Future[TaskResult] = task.get_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+            task.add_done_callback(self._hand_out)
+        else:  # waiters given up on (cancelled) need not wait for the end to be dropped
+            self._waiters = [w for w in self._waiters if not w.done()]
+        self._waiters.append(waiter)
+        return waiter
+
+    def _hand_out(self, task: asyncio.Task[TaskResult]) -> None:
+        """The task ended: each waiter still waiting gets its outcome, as from a shield."""
+        waiters, self._waiters = self._waiters or [], None
+        outcome = None if task.cancelled() else task.exception()  # marks it retrieved
+        for waiter in waiters:
+            if waiter.done():
+                continue
+            if task.cancelled():
+                waiter.cancel()
+            elif outcome is not None:
+                waiter.set_exception(outcome)
+            else:
+                waiter.set_result(task.result())
 
     def cancel(self) -> None:
         """Stop this task and, through it, every task it started.

@@ -15,9 +15,10 @@ Ray workers for one, share one emulator and its cache.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from ..errors import ConfigurationError, UnknownModelError
@@ -71,15 +72,22 @@ def family(model_id: str) -> Family:
     )
 
 
+@functools.cache
+def _agent_tagging() -> tuple[str, Callable[[str, str, str, int], str]]:
+    """The emulator's agent header and its format, imported once, on the first tagged request
+    (an import statement per request costs more than the tag itself)."""
+    from ..emulator.policies import AGENT_HEADER, agent_header
+
+    return AGENT_HEADER, agent_header
+
+
 def _with_caller(headers: dict[str, str]) -> dict[str, str]:
     """The fixed headers, plus which agent is calling (for scripts aimed at one agent)."""
     caller = CALLER.get()
     if caller is None:
         return headers
-    from ..emulator.policies import AGENT_HEADER, agent_header
-
-    tag = agent_header(caller.agent_id, caller.label, caller.kind, caller.turn)
-    return {**headers, AGENT_HEADER: tag}
+    name, tag = _agent_tagging()
+    return {**headers, name: tag(caller.agent_id, caller.label, caller.kind, caller.turn)}
 
 
 class _Wire:
