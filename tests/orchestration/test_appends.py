@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from forkagent.state._append_helper import APPEND, CREATE, read_batches
 from forkagent.state._appends import BackgroundAppends
 
 
@@ -184,3 +185,75 @@ def test_lines_left_by_a_loop_that_closed_go_out_with_the_next_loops(
     first.close()
     asyncio.run(write(b"second\n"))
     assert _wait_for(path, b"first\nsecond\n") == b"first\nsecond\n"
+
+
+async def test_a_turns_lines_to_one_file_go_to_the_helper_as_one_request(
+    tmp_path: Path, appends: BackgroundAppends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines to one file one after another in a turn: one append; another file's line, a
+    sync or a new file in between splits them; every file gets its lines in order."""
+    a, b = str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
+    appends.append(a, b"a0\n", fsync=False, create=True)  # starts the helper
+    appends.flush()
+    sent: list[bytes] = []
+    outbox = appends._outbox
+    assert outbox is not None
+    real_put = outbox.put
+
+    def put(data: bytes) -> None:
+        sent.append(data)
+        real_put(data)
+
+    monkeypatch.setattr(outbox, "put", put)
+    for path, line, create in [
+        (a, b"a1\n", False),
+        (a, b"a2\n", False),
+        (b, b"b0\n", True),
+        (b, b"b1\n", False),
+        (a, b"a3\n", False),
+        (a, b"a4\n", True),  # made again if removed: not joined to the line before
+    ]:
+        appends.append(path, line, fsync=False, create=create)
+    await asyncio.sleep(0)
+    requests = _requests(b"".join(sent))
+    assert [(kind, flags, path, data) for kind, flags, path, data in requests] == [
+        (APPEND, 0, a, b"a1\na2\n"),
+        (APPEND, CREATE, b, b"b0\nb1\n"),
+        (APPEND, 0, a, b"a3\n"),
+        (APPEND, CREATE, a, b"a4\n"),
+    ]
+    assert await asyncio.to_thread(_wait_for, Path(a), b"a0\na1\na2\na3\na4\n") == (
+        b"a0\na1\na2\na3\na4\n"
+    )
+    assert await asyncio.to_thread(_wait_for, Path(b), b"b0\nb1\n") == b"b0\nb1\n"
+
+
+def _requests(data: bytes) -> list[tuple[int, int, str, bytes]]:
+    """The requests in bytes sent to the helper, as its reader sees them."""
+    found: list[tuple[int, int, str, bytes]] = []
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    for batch in read_batches(read):
+        found += batch
+    os.close(read)
+    return found
+
+
+def test_lines_joined_in_a_turn_survive_a_kill_of_the_sender_after_it(tmp_path: Path) -> None:
+    """A turn's lines to one file, sent as one request, are the helper's once the turn ends."""
+    path = tmp_path / "t.jsonl"
+    script = (
+        "import asyncio, os, signal, sys\n"
+        "from forkagent.state._appends import BACKGROUND\n"
+        "async def main():\n"
+        "    for n in range(500):\n"
+        "        BACKGROUND.append(sys.argv[1], b'line %d\\n' % n, fsync=False, create=n == 0)\n"
+        "    await asyncio.sleep(0)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(path)], check=False)
+    assert done.returncode == -signal.SIGKILL
+    expected = b"".join(b"line %d\n" % n for n in range(500))
+    assert _wait_for(path, expected) == expected

@@ -40,6 +40,9 @@ from .loop import AgentRun
 
 logger = logging.getLogger(__name__)
 
+_RECORDED = frozenset(TranscriptWriter.RECORDED_EVENTS)
+"""The event types the recorder writes (the registry records a subset of them)."""
+
 
 @dataclass(eq=False)
 class Recorder:
@@ -71,14 +74,15 @@ class Recorder:
             self.registry_writes = RegistryWriter(self.registry)
 
     def __call__(self, event: Event) -> None:
-        if not isinstance(event, TranscriptWriter.RECORDED_EVENTS):
-            return  # the registry records a subset of them (a fork's stream events are many)
+        if type(event) not in _RECORDED:
+            return  # one look-up: a fork's requests and stream events are most of them
         run = self.runs.get(event.agent_id)
         if run is None:
             return
         if isinstance(event, AgentStarted):
             self._attach(run, event)
-        elif (writer := self.writers.get(run.id)) is not None:
+            return
+        if (writer := self.writers.get(run.id)) is not None:
             try:
                 writer.on_event(event)
             except TranscriptError as exc:
@@ -86,7 +90,8 @@ class Recorder:
             else:
                 if isinstance(event, AgentFinished) and run.parent_id is not None:
                     self._end(run.id)
-        self._registry_update(run, event)
+        if self.registry_writes is not None:
+            self._registry_update(self.registry_writes, run, event)
 
     def _end(self, agent_id: str) -> None:
         """A child ended: its writer goes (a tree of thousands of finished agents would keep
@@ -211,10 +216,8 @@ class Recorder:
             self._template = (key, HeaderTemplate(header))
         return self._template[1]
 
-    def _registry_update(self, run: AgentRun, event: Event) -> None:
-        writes = self.registry_writes
-        if writes is None:
-            return
+    @staticmethod
+    def _registry_update(writes: RegistryWriter, run: AgentRun, event: Event) -> None:
         if isinstance(event, ResponseReceived):
             cost_so_far = cost(run.model.name, run.usage)
             writes.record_usage(run.id, run.usage, turns=run.turns, cost=cost_so_far)
