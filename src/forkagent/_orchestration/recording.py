@@ -61,7 +61,7 @@ class Recorder:
     """The state directory as the tree started: all of its transcripts go to one folder."""
     lost: list[TranscriptError] = field(init=False, default_factory=list)
     """Transcripts that lost a line and end there; ``close`` raises the first."""
-    _folder: str = field(init=False)
+    _folder: Path = field(init=False)
     """The tree's transcripts' folder."""
     _found: set[str] | None = field(init=False, default=None)
     """The files in the tree's folder when its first agent started (a resumed tree's)."""
@@ -69,7 +69,7 @@ class Recorder:
     """The last header written, by what it was made from: a fork's siblings share it."""
 
     def __post_init__(self) -> None:
-        self._folder = str(tree_folder(self.root_id, base=self.state))
+        self._folder = tree_folder(self.root_id, base=self.state)
         if self.registry is not None:
             self.registry_writes = RegistryWriter(self.registry)
 
@@ -121,7 +121,7 @@ class Recorder:
         path = None
         if keep:
             name = transcript_name(run.id)
-            path = os.path.join(self._folder, name)
+            path = self._folder / name  # a child of a parsed path: cheaper than parsing one
             writer = TranscriptWriter(path, background=True, new=self._new_file(name))
             self.writers[run.id] = writer
             try:
@@ -144,7 +144,7 @@ class Recorder:
                     label=run.label,
                     background=background,
                     cwd=str(run.cwd),
-                    transcript=None if path is None else Path(path),
+                    transcript=path,
                     process_start=own_process_start(),
                 ),
             )
