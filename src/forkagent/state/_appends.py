@@ -147,6 +147,8 @@ class BackgroundAppends:
         self._failed: dict[str, OSError] = {}
         self._broken: OSError | None = None
         """Why the helper cannot be reached any more (every later append fails)."""
+        self.failing = False
+        """Whether ``failure`` may have something to say: a writer asks before every line."""
 
     @property
     def helper_pid(self) -> int | None:
@@ -206,6 +208,7 @@ class BackgroundAppends:
             return None
         with self._state:
             error = self._failed.pop(path, None)
+            self.failing = bool(self._failed) or self._broken is not None
         if error is not None:
             self._send(FORGET, os.fsencode(path), b"", 0)
         return error
@@ -329,6 +332,7 @@ class BackgroundAppends:
                     path, _, reason = message.decode("utf-8", "replace").partition("\0")
                     logger.error("could not append to the transcript %s: %s", path, reason)
                     self._failed[path] = OSError(number, reason)
+                    self.failing = True
                 self._state.notify_all()
         replies.close()
         if self._helper is not None:
@@ -338,6 +342,7 @@ class BackgroundAppends:
         logger.error("the transcript helper is gone: %s", error)
         with self._state:
             self._broken = self._broken or error
+            self.failing = True
             self._state.notify_all()
 
 

@@ -1120,7 +1120,7 @@ class TranscriptWriter:
 
     def _raise_failed_append(self) -> None:
         """A line queued earlier never reached the file: say so instead of writing on."""
-        if self._background:
+        if self._background and BACKGROUND.failing:
             try:
                 check_written(self._file)
             except TranscriptError:
