@@ -126,9 +126,10 @@ class Recorder:
             self.writers[run.id] = writer
             try:
                 with writer.together():  # header, history and status: one write
-                    if not writer.header_written:
+                    if writer.header_written:
+                        writer.sync(run.messages)
+                    else:
                         self._header(writer, run, background)
-                    writer.sync(run.messages)
                     writer.on_event(started)
             except TranscriptError as exc:
                 self._stop_recording(run.id, exc)
@@ -167,7 +168,8 @@ class Recorder:
         return new
 
     def _header(self, writer: TranscriptWriter, run: AgentRun, background: bool) -> None:
-        """A new transcript's header; a fork's refers to the history its parent recorded."""
+        """A new transcript's header and history; a fork's refers to the history its parent
+        recorded."""
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
         messages = freeze(run.messages)
@@ -177,7 +179,7 @@ class Recorder:
             same = above.system == run.system and above.tools == run.tool_specs
             reference = (above.agent_id, shared, parent.lines, same)
         template = self._template_for(run, background, reference)
-        writer.header_from(template, run.id, run.label, messages.prefix(shared))
+        writer.header_from(template, run.id, run.label, messages.prefix(shared), messages)
 
     def _template_for(
         self, run: AgentRun, background: bool, reference: tuple[str, int, int, bool] | None

@@ -853,9 +853,17 @@ class TranscriptWriter:
         agent_id: str,
         label: str,
         inherited: Sequence[Message] = (),
+        history: HistoryView[Message] | None = None,
     ) -> None:
-        """``header`` with the template's header for this agent: its family's line, filled in."""
+        """``header`` with the template's header for this agent: its family's line, filled in.
+
+        ``history``: the agent's history, which starts with ``inherited``: its messages
+        after those are written next, as ``sync(history)`` would (known to follow
+        ``inherited``, they need no comparison).
+        """
         self._start(*template.fill(agent_id, label), inherited)
+        if history is not None:
+            self._record(history, len(inherited))
 
     def _start(
         self, header: TranscriptHeader | FilledHeader, line: bytes, inherited: Sequence[Message]
@@ -900,6 +908,10 @@ class TranscriptWriter:
         appended = isinstance(messages, History) and messages.extends(self._history)
         messages = freeze(messages)  # kept as the next call's reference: no copy
         keep = len(self._history) if appended else shared_length(self._history, messages)
+        return self._record(messages, keep)
+
+    def _record(self, messages: HistoryView[Message], keep: int) -> int:
+        """Record ``messages``, whose first ``keep`` are the recorded history's first."""
         first = self._next_line()
         lines = [
             self._message_line(keep + offset, m, first + offset)
