@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,3 +258,46 @@ def test_lines_joined_in_a_turn_survive_a_kill_of_the_sender_after_it(tmp_path: 
     assert done.returncode == -signal.SIGKILL
     expected = b"".join(b"line %d\n" % n for n in range(500))
     assert _wait_for(path, expected) == expected
+
+
+async def test_what_a_turns_end_sends_goes_in_the_same_pipe_write_as_the_turns_lines(
+    tmp_path: Path, appends: BackgroundAppends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry's rows are sent at the end of the turn, before its lines go: one write,
+    one wake-up of the helper. A sync sent meanwhile goes at once, without waiting for the
+    turn's callbacks, which may need a lock its sender holds."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    appends.append(str(a), b"a0\n", fsync=False, create=True)  # starts the helper
+    appends.flush()
+    outbox = appends._outbox
+    assert outbox is not None
+    writes: list[bytes] = []
+    real_put = outbox.put
+
+    def put(data: bytes) -> None:
+        writes.append(data)
+        real_put(data)
+
+    monkeypatch.setattr(outbox, "put", put)
+    held = threading.Lock()
+
+    def at_the_end() -> None:
+        with held:
+            appends.append(str(b), b"b0\n", fsync=False, create=True)
+
+    loop = asyncio.get_running_loop()
+    appends.append(str(a), b"a1\n", fsync=False, create=False)
+    appends.at_turn_end(loop, at_the_end)
+    await asyncio.sleep(0)
+    assert len(writes) == 1
+    assert [(kind, path, data) for kind, _, path, data in _requests(writes[0])] == [
+        (APPEND, str(a), b"a1\n"),
+        (APPEND, str(b), b"b0\n"),
+    ]
+    appends.at_turn_end(loop, at_the_end)
+    appends.append(str(a), b"a2\n", fsync=False, create=False)
+    with held:
+        appends.flush()  # would wait forever on ``held`` if it ran the turn's callbacks
+    await asyncio.sleep(0)
+    assert await asyncio.to_thread(_wait_for, b, b"b0\nb0\n") == b"b0\nb0\n"
+    assert await asyncio.to_thread(_wait_for, a, b"a0\na1\na2\n") == b"a0\na1\na2\n"

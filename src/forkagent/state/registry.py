@@ -744,7 +744,7 @@ class RegistryWriter(AgentRows):
                 return
             if self._push_loop is not loop:  # not another loop's, which may have closed
                 self._push_loop = loop
-                loop.call_soon(self._push)
+                BACKGROUND.at_turn_end(loop, self._push)  # with the turn's transcript lines
 
     def _exit_waits(self) -> None:
         if not self._at_exit:
