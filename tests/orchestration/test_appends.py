@@ -301,3 +301,23 @@ async def test_what_a_turns_end_sends_goes_in_the_same_pipe_write_as_the_turns_l
     await asyncio.sleep(0)
     assert await asyncio.to_thread(_wait_for, b, b"b0\nb0\n") == b"b0\nb0\n"
     assert await asyncio.to_thread(_wait_for, a, b"a0\na1\na2\n") == b"a0\na1\na2\n"
+
+
+async def test_a_turn_end_callback_that_fails_keeps_back_neither_the_others_nor_the_lines(
+    tmp_path: Path, appends: BackgroundAppends, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "t.jsonl"
+    ran: list[str] = []
+
+    def fails() -> None:
+        raise RuntimeError("boom")
+
+    loop = asyncio.get_running_loop()
+    appends.append(str(path), b"0\n", fsync=False, create=True)
+    appends.at_turn_end(loop, fails)
+    appends.at_turn_end(loop, lambda: ran.append("second"))
+    with caplog.at_level(logging.ERROR):
+        await asyncio.sleep(0)
+    assert ran == ["second"]
+    assert "boom" in caplog.text
+    assert await asyncio.to_thread(_wait_for, path, b"0\n") == b"0\n"

@@ -319,11 +319,12 @@ class BackgroundAppends:
         """The end of a turn of the loop: its callbacks, then its requests into the pipe."""
         with self._sending:
             callbacks, self._before_push = self._before_push, []
-        try:
-            for callback in callbacks:
+        for callback in callbacks:
+            try:
                 callback()
-        finally:
-            self._write_queued()
+            except Exception:  # the other callbacks and the turn's lines still go
+                logger.exception("sending at the end of a turn of the loop failed")
+        self._write_queued()
 
     def _write_queued(self) -> None:
         """Put the queued requests into the pipe, in one write."""
