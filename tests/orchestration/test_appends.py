@@ -36,15 +36,30 @@ def appends() -> Iterator[BackgroundAppends]:
     made.close()
 
 
-def test_lines_sent_before_the_process_is_killed_still_reach_their_file(tmp_path: Path) -> None:
+_SEND_500 = "    BACKGROUND.append(sys.argv[1], b'line %d\\n' % n, fsync=False, create=n == 0)\n"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "for n in range(500):\n" + _SEND_500 + "os.kill(os.getpid(), signal.SIGKILL)\n",
+        # on a loop: a turn's lines to one file, sent as one request once the turn ends
+        "async def main():\n"
+        "    for n in range(500):\n"
+        "    " + _SEND_500 + "    await asyncio.sleep(0)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "asyncio.run(main())\n",
+    ],
+    ids=["no loop", "one turn of a loop"],
+)
+def test_lines_sent_before_the_process_is_killed_still_reach_their_file(
+    tmp_path: Path, script: str
+) -> None:
     """SIGKILL takes the sender, not the lines it sent: the helper drains the pipe first."""
     path = tmp_path / "t.jsonl"
     script = (
-        "import os, signal, sys\n"
-        "from forkagent.state._appends import BACKGROUND\n"
-        "for n in range(500):\n"
-        "    BACKGROUND.append(sys.argv[1], b'line %d\\n' % n, fsync=False, create=n == 0)\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n"
+        "import asyncio, os, signal, sys\n"
+        "from forkagent.state._appends import BACKGROUND\n" + script
     )
     done = subprocess.run([sys.executable, "-c", script, str(path)], check=False)
     assert done.returncode == -signal.SIGKILL
@@ -239,25 +254,6 @@ def _requests(data: bytes) -> list[tuple[int, int, str, bytes]]:
         found += batch
     os.close(read)
     return found
-
-
-def test_lines_joined_in_a_turn_survive_a_kill_of_the_sender_after_it(tmp_path: Path) -> None:
-    """A turn's lines to one file, sent as one request, are the helper's once the turn ends."""
-    path = tmp_path / "t.jsonl"
-    script = (
-        "import asyncio, os, signal, sys\n"
-        "from forkagent.state._appends import BACKGROUND\n"
-        "async def main():\n"
-        "    for n in range(500):\n"
-        "        BACKGROUND.append(sys.argv[1], b'line %d\\n' % n, fsync=False, create=n == 0)\n"
-        "    await asyncio.sleep(0)\n"
-        "    os.kill(os.getpid(), signal.SIGKILL)\n"
-        "asyncio.run(main())\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script, str(path)], check=False)
-    assert done.returncode == -signal.SIGKILL
-    expected = b"".join(b"line %d\n" % n for n in range(500))
-    assert _wait_for(path, expected) == expected
 
 
 async def test_what_a_turns_end_sends_goes_in_the_same_pipe_write_as_the_turns_lines(
