@@ -8,12 +8,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from forkagent.state._append_helper import APPEND, CREATE, read_batches
 from forkagent.state._appends import BackgroundAppends
 
 
@@ -34,15 +36,30 @@ def appends() -> Iterator[BackgroundAppends]:
     made.close()
 
 
-def test_lines_sent_before_the_process_is_killed_still_reach_their_file(tmp_path: Path) -> None:
+_SEND_500 = "    BACKGROUND.append(sys.argv[1], b'line %d\\n' % n, fsync=False, create=n == 0)\n"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "for n in range(500):\n" + _SEND_500 + "os.kill(os.getpid(), signal.SIGKILL)\n",
+        # on a loop: a turn's lines to one file, sent as one request once the turn ends
+        "async def main():\n"
+        "    for n in range(500):\n"
+        "    " + _SEND_500 + "    await asyncio.sleep(0)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "asyncio.run(main())\n",
+    ],
+    ids=["no loop", "one turn of a loop"],
+)
+def test_lines_sent_before_the_process_is_killed_still_reach_their_file(
+    tmp_path: Path, script: str
+) -> None:
     """SIGKILL takes the sender, not the lines it sent: the helper drains the pipe first."""
     path = tmp_path / "t.jsonl"
     script = (
-        "import os, signal, sys\n"
-        "from forkagent.state._appends import BACKGROUND\n"
-        "for n in range(500):\n"
-        "    BACKGROUND.append(sys.argv[1], b'line %d\\n' % n, fsync=False, create=n == 0)\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n"
+        "import asyncio, os, signal, sys\n"
+        "from forkagent.state._appends import BACKGROUND\n" + script
     )
     done = subprocess.run([sys.executable, "-c", script, str(path)], check=False)
     assert done.returncode == -signal.SIGKILL
@@ -184,3 +201,119 @@ def test_lines_left_by_a_loop_that_closed_go_out_with_the_next_loops(
     first.close()
     asyncio.run(write(b"second\n"))
     assert _wait_for(path, b"first\nsecond\n") == b"first\nsecond\n"
+
+
+async def test_a_turns_lines_to_one_file_go_to_the_helper_as_one_request(
+    tmp_path: Path, appends: BackgroundAppends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines to one file one after another in a turn: one append; another file's line, a
+    sync or a new file in between splits them; every file gets its lines in order."""
+    a, b = str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
+    appends.append(a, b"a0\n", fsync=False, create=True)  # starts the helper
+    appends.flush()
+    sent: list[bytes] = []
+    outbox = appends._outbox
+    assert outbox is not None
+    real_put = outbox.put
+
+    def put(data: bytes) -> None:
+        sent.append(data)
+        real_put(data)
+
+    monkeypatch.setattr(outbox, "put", put)
+    for path, line, create in [
+        (a, b"a1\n", False),
+        (a, b"a2\n", False),
+        (b, b"b0\n", True),
+        (b, b"b1\n", False),
+        (a, b"a3\n", False),
+        (a, b"a4\n", True),  # made again if removed: not joined to the line before
+    ]:
+        appends.append(path, line, fsync=False, create=create)
+    await asyncio.sleep(0)
+    requests = _requests(b"".join(sent))
+    assert [(kind, flags, path, data) for kind, flags, path, data in requests] == [
+        (APPEND, 0, a, b"a1\na2\n"),
+        (APPEND, CREATE, b, b"b0\nb1\n"),
+        (APPEND, 0, a, b"a3\n"),
+        (APPEND, CREATE, a, b"a4\n"),
+    ]
+    assert await asyncio.to_thread(_wait_for, Path(a), b"a0\na1\na2\na3\na4\n") == (
+        b"a0\na1\na2\na3\na4\n"
+    )
+    assert await asyncio.to_thread(_wait_for, Path(b), b"b0\nb1\n") == b"b0\nb1\n"
+
+
+def _requests(data: bytes) -> list[tuple[int, int, str, bytes]]:
+    """The requests in bytes sent to the helper, as its reader sees them."""
+    found: list[tuple[int, int, str, bytes]] = []
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    for batch in read_batches(read):
+        found += batch
+    os.close(read)
+    return found
+
+
+async def test_what_a_turns_end_sends_goes_in_the_same_pipe_write_as_the_turns_lines(
+    tmp_path: Path, appends: BackgroundAppends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry's rows are sent at the end of the turn, before its lines go: one write,
+    one wake-up of the helper. A sync sent meanwhile goes at once, without waiting for the
+    turn's callbacks, which may need a lock its sender holds."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    appends.append(str(a), b"a0\n", fsync=False, create=True)  # starts the helper
+    appends.flush()
+    outbox = appends._outbox
+    assert outbox is not None
+    writes: list[bytes] = []
+    real_put = outbox.put
+
+    def put(data: bytes) -> None:
+        writes.append(data)
+        real_put(data)
+
+    monkeypatch.setattr(outbox, "put", put)
+    held = threading.Lock()
+
+    def at_the_end() -> None:
+        with held:
+            appends.append(str(b), b"b0\n", fsync=False, create=True)
+
+    loop = asyncio.get_running_loop()
+    appends.append(str(a), b"a1\n", fsync=False, create=False)
+    appends.at_turn_end(loop, at_the_end)
+    await asyncio.sleep(0)
+    assert len(writes) == 1
+    assert [(kind, path, data) for kind, _, path, data in _requests(writes[0])] == [
+        (APPEND, str(a), b"a1\n"),
+        (APPEND, str(b), b"b0\n"),
+    ]
+    appends.at_turn_end(loop, at_the_end)
+    appends.append(str(a), b"a2\n", fsync=False, create=False)
+    with held:
+        appends.flush()  # would wait forever on ``held`` if it ran the turn's callbacks
+    await asyncio.sleep(0)
+    assert await asyncio.to_thread(_wait_for, b, b"b0\nb0\n") == b"b0\nb0\n"
+    assert await asyncio.to_thread(_wait_for, a, b"a0\na1\na2\n") == b"a0\na1\na2\n"
+
+
+async def test_a_turn_end_callback_that_fails_keeps_back_neither_the_others_nor_the_lines(
+    tmp_path: Path, appends: BackgroundAppends, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "t.jsonl"
+    ran: list[str] = []
+
+    def fails() -> None:
+        raise RuntimeError("boom")
+
+    loop = asyncio.get_running_loop()
+    appends.append(str(path), b"0\n", fsync=False, create=True)
+    appends.at_turn_end(loop, fails)
+    appends.at_turn_end(loop, lambda: ran.append("second"))
+    with caplog.at_level(logging.ERROR):
+        await asyncio.sleep(0)
+    assert ran == ["second"]
+    assert "boom" in caplog.text
+    assert await asyncio.to_thread(_wait_for, path, b"0\n") == b"0\n"

@@ -219,6 +219,35 @@ def test_a_header_from_its_familys_template_reads_back_as_the_header_itself(
     assert json.loads(line) == json.loads(written.model_dump_json())
 
 
+@pytest.mark.parametrize("inherited", [0, 2, 4])
+def test_a_header_written_with_its_history_writes_what_a_sync_after_it_would(
+    tmp_path: Path, inherited: int
+) -> None:
+    """``header_from(..., history)`` takes the messages after ``inherited`` as following it,
+    uncompared: the lines are the same as a ``sync`` after the header would write, and the
+    run's history, grown since, is recorded from there."""
+    template = HeaderTemplate(HEADER)
+    run = History(conversation())
+    history = run.snapshot()
+    files = tmp_path / "with.jsonl", tmp_path / "then_sync.jsonl"
+    with TranscriptWriter(files[0]) as joined, TranscriptWriter(files[1]) as apart:
+        joined.header_from(template, "fork-1", "x", history.prefix(inherited), history)
+        apart.header_from(template, "fork-1", "x", history.prefix(inherited))
+        apart.sync(run)
+        run.append(assistant("Done."))
+        assert joined.sync(run) == apart.sync(run) == 1
+        assert joined.lines == apart.lines == len(conversation()) - inherited + 1
+
+    def without_times(path: Path) -> list[dict[str, object]]:
+        lines = [json.loads(line) for line in path.read_bytes().splitlines()]
+        return [{key: value for key, value in line.items() if key != "at"} for line in lines]
+
+    assert without_times(files[0]) == without_times(files[1])
+    assert [line["type"] for line in without_times(files[0])] == ["header"] + ["message"] * (
+        len(conversation()) - inherited + 1
+    )
+
+
 def test_every_line_is_an_object_with_a_type(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     write(path, conversation())

@@ -40,6 +40,9 @@ from .loop import AgentRun
 
 logger = logging.getLogger(__name__)
 
+_RECORDED = frozenset(TranscriptWriter.RECORDED_EVENTS)
+"""The event types the recorder writes (the registry records a subset of them)."""
+
 
 @dataclass(eq=False)
 class Recorder:
@@ -58,7 +61,7 @@ class Recorder:
     """The state directory as the tree started: all of its transcripts go to one folder."""
     lost: list[TranscriptError] = field(init=False, default_factory=list)
     """Transcripts that lost a line and end there; ``close`` raises the first."""
-    _folder: str = field(init=False)
+    _folder: Path = field(init=False)
     """The tree's transcripts' folder."""
     _found: set[str] | None = field(init=False, default=None)
     """The files in the tree's folder when its first agent started (a resumed tree's)."""
@@ -66,19 +69,20 @@ class Recorder:
     """The last header written, by what it was made from: a fork's siblings share it."""
 
     def __post_init__(self) -> None:
-        self._folder = str(tree_folder(self.root_id, base=self.state))
+        self._folder = tree_folder(self.root_id, base=self.state)
         if self.registry is not None:
             self.registry_writes = RegistryWriter(self.registry)
 
     def __call__(self, event: Event) -> None:
-        if not isinstance(event, TranscriptWriter.RECORDED_EVENTS):
-            return  # the registry records a subset of them (a fork's stream events are many)
+        if type(event) not in _RECORDED:
+            return  # one look-up: a fork's requests and stream events are most of them
         run = self.runs.get(event.agent_id)
         if run is None:
             return
         if isinstance(event, AgentStarted):
             self._attach(run, event)
-        elif (writer := self.writers.get(run.id)) is not None:
+            return
+        if (writer := self.writers.get(run.id)) is not None:
             try:
                 writer.on_event(event)
             except TranscriptError as exc:
@@ -86,7 +90,8 @@ class Recorder:
             else:
                 if isinstance(event, AgentFinished) and run.parent_id is not None:
                     self._end(run.id)
-        self._registry_update(run, event)
+        if self.registry_writes is not None:
+            self._registry_update(self.registry_writes, run, event)
 
     def _end(self, agent_id: str) -> None:
         """A child ended: its writer goes (a tree of thousands of finished agents would keep
@@ -116,14 +121,15 @@ class Recorder:
         path = None
         if keep:
             name = transcript_name(run.id)
-            path = os.path.join(self._folder, name)
+            path = self._folder / name  # a child of a parsed path: cheaper than parsing one
             writer = TranscriptWriter(path, background=True, new=self._new_file(name))
             self.writers[run.id] = writer
             try:
                 with writer.together():  # header, history and status: one write
-                    if not writer.header_written:
+                    if writer.header_written:
+                        writer.sync(run.messages)
+                    else:
                         self._header(writer, run, background)
-                    writer.sync(run.messages)
                     writer.on_event(started)
             except TranscriptError as exc:
                 self._stop_recording(run.id, exc)
@@ -139,7 +145,7 @@ class Recorder:
                     label=run.label,
                     background=background,
                     cwd=str(run.cwd),
-                    transcript=None if path is None else Path(path),
+                    transcript=path,
                     process_start=own_process_start(),
                 ),
             )
@@ -162,7 +168,8 @@ class Recorder:
         return new
 
     def _header(self, writer: TranscriptWriter, run: AgentRun, background: bool) -> None:
-        """A new transcript's header; a fork's refers to the history its parent recorded."""
+        """A new transcript's header and history; a fork's refers to the history its parent
+        recorded."""
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
         messages = freeze(run.messages)
@@ -172,7 +179,7 @@ class Recorder:
             same = above.system == run.system and above.tools == run.tool_specs
             reference = (above.agent_id, shared, parent.lines, same)
         template = self._template_for(run, background, reference)
-        writer.header_from(template, run.id, run.label, messages.prefix(shared))
+        writer.header_from(template, run.id, run.label, messages.prefix(shared), messages)
 
     def _template_for(
         self, run: AgentRun, background: bool, reference: tuple[str, int, int, bool] | None
@@ -211,10 +218,8 @@ class Recorder:
             self._template = (key, HeaderTemplate(header))
         return self._template[1]
 
-    def _registry_update(self, run: AgentRun, event: Event) -> None:
-        writes = self.registry_writes
-        if writes is None:
-            return
+    @staticmethod
+    def _registry_update(writes: RegistryWriter, run: AgentRun, event: Event) -> None:
         if isinstance(event, ResponseReceived):
             cost_so_far = cost(run.model.name, run.usage)
             writes.record_usage(run.id, run.usage, turns=run.turns, cost=cost_so_far)

@@ -671,11 +671,11 @@ class RegistryWriter(AgentRows):
         rather than a failed row later."""
         values = checked_changes(changes)
         if None in values.values() and (
-            missing := sorted(
-                name for name in _NOT_NULL.intersection(values) if values[name] is None
-            )
-        ):
-            raise ValueError(f"an agent's {', '.join(missing)} cannot be None")
+            missing := [
+                name for name, value in values.items() if value is None and name in _NOT_NULL
+            ]
+        ):  # a finish without an error: the common None, in a column that may hold it
+            raise ValueError(f"an agent's {', '.join(sorted(missing))} cannot be None")
         _check_storable(agent_id, values.values())
         self._put((agent_id, None, values))
 
@@ -744,7 +744,7 @@ class RegistryWriter(AgentRows):
                 return
             if self._push_loop is not loop:  # not another loop's, which may have closed
                 self._push_loop = loop
-                loop.call_soon(self._push)
+                BACKGROUND.at_turn_end(loop, self._push)  # with the turn's transcript lines
 
     def _exit_waits(self) -> None:
         if not self._at_exit:

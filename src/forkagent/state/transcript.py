@@ -194,9 +194,8 @@ class TranscriptHeader(_Line):
 
 _OWN_FIELDS = {"type", "at", "agent_id", "label"}
 """What tells one agent's header from its siblings' (``HeaderTemplate``)."""
-_JSON_STRING = SchemaSerializer(core_schema.str_schema())
-_JSON_TIME = SchemaSerializer(core_schema.datetime_schema())
-"""A string and a time as a line's serializer writes them (the same escapes, the same format)."""
+_JSON_ANY = SchemaSerializer(core_schema.any_schema())
+"""Plain values as a line's serializer writes them (the same escapes, the same time format)."""
 
 
 class HeaderTemplate:
@@ -222,18 +221,8 @@ class HeaderTemplate:
     def fill(self, agent_id: str, label: str) -> tuple[FilledHeader, bytes]:
         """One agent's header, made now, and its line."""
         header = FilledHeader(self, agent_id, label, _now())
-        line = b"".join(
-            (
-                b'{"type":"header","at":',
-                _JSON_TIME.to_json(header.at),
-                b',"agent_id":',
-                _JSON_STRING.to_json(agent_id),
-                b',"label":',
-                _JSON_STRING.to_json(label),
-                self._shared,
-            )
-        )
-        return header, line
+        own = {"type": "header", "at": header.at, "agent_id": agent_id, "label": label}
+        return header, _JSON_ANY.to_json(own)[:-1] + self._shared  # its "}" gives way to theirs
 
 
 @dataclass(slots=True)
@@ -864,9 +853,17 @@ class TranscriptWriter:
         agent_id: str,
         label: str,
         inherited: Sequence[Message] = (),
+        history: HistoryView[Message] | None = None,
     ) -> None:
-        """``header`` with the template's header for this agent: its family's line, filled in."""
+        """``header`` with the template's header for this agent: its family's line, filled in.
+
+        ``history``: the agent's history, which starts with ``inherited``: its messages
+        after those are written next, as ``sync(history)`` would (known to follow
+        ``inherited``, they need no comparison).
+        """
         self._start(*template.fill(agent_id, label), inherited)
+        if history is not None:
+            self._record(history, len(inherited))
 
     def _start(
         self, header: TranscriptHeader | FilledHeader, line: bytes, inherited: Sequence[Message]
@@ -911,6 +908,10 @@ class TranscriptWriter:
         appended = isinstance(messages, History) and messages.extends(self._history)
         messages = freeze(messages)  # kept as the next call's reference: no copy
         keep = len(self._history) if appended else shared_length(self._history, messages)
+        return self._record(messages, keep)
+
+    def _record(self, messages: HistoryView[Message], keep: int) -> int:
+        """Record ``messages``, whose first ``keep`` are the recorded history's first."""
         first = self._next_line()
         lines = [
             self._message_line(keep + offset, m, first + offset)
@@ -1010,9 +1011,7 @@ class TranscriptWriter:
         header = self._required_header()
         if event.agent_id != header.agent_id:
             return
-        if isinstance(event, AgentStarted):
-            self._write_line(_valid_line(_status_fields("running")))
-        elif isinstance(event, ResponseReceived):
+        if isinstance(event, ResponseReceived):
             response = event.response
             fields = self._usage_fields(
                 response.usage,
@@ -1022,12 +1021,14 @@ class TranscriptWriter:
                 event.prewarm,
                 event.seconds,
             )
-            self._write_line(_valid_line(fields))
         elif isinstance(event, CacheReported):
-            cache = {"type": "cache", "at": _now(), "turn": event.turn, "report": event.report}
-            self._write_line(_valid_line(cache))
+            fields = {"type": "cache", "at": _now(), "turn": event.turn, "report": event.report}
+        elif isinstance(event, AgentFinished):
+            fields = _status_fields(event.status, event.output, event.error, event.details)
+        elif isinstance(event, AgentStarted):
+            fields = _status_fields("running")
         elif isinstance(event, AgentMovedToBackground):
-            self._write_line(_valid_line(_status_fields("background")))
+            fields = _status_fields("background")
         elif isinstance(event, Compacted):
             self._write(
                 CompactionEntry(
@@ -1037,9 +1038,10 @@ class TranscriptWriter:
                     tokens_before=event.tokens_before,
                 )
             )
-        elif isinstance(event, AgentFinished):
-            fields = _status_fields(event.status, event.output, event.error, event.details)
-            self._write_line(_valid_line(fields))
+            return
+        else:
+            return
+        self._put(_valid_line(fields), 1)
 
     def end(self) -> str:
         """No more lines, without waiting for those queued; returns the file's name, for
@@ -1130,7 +1132,7 @@ class TranscriptWriter:
 
     def _raise_failed_append(self) -> None:
         """A line queued earlier never reached the file: say so instead of writing on."""
-        if self._background:
+        if self._background and BACKGROUND.failing:
             try:
                 check_written(self._file)
             except TranscriptError:
@@ -1158,9 +1160,6 @@ class _Together:
 
 def _json_line(entry: _Line) -> bytes:
     return entry.__pydantic_serializer__.to_json(entry) + b"\n"
-
-
-_JSON_ANY = SchemaSerializer(core_schema.any_schema())
 
 
 def _valid_line(fields: dict[str, object]) -> bytes:
