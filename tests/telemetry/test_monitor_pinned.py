@@ -113,7 +113,7 @@ SCENARIOS: dict[str, tuple[Callable[[], EmulatorModel], Play, RuntimeOptions]] =
     "openai_tree": (_model("gpt-4.1"), _tree, RuntimeOptions()),
     "gemini_tree": (_model("gemini-2.5-flash"), _tree, RuntimeOptions()),
     "deepseek_forks": (
-        _model("deepseek-chat", settings=CacheSettings(deepseek_build_delay=0.02)),
+        _model("deepseek-chat", settings=CacheSettings(deepseek_build_delay=DEEPSEEK_DELAY)),
         _forks,
         RuntimeOptions(fanout="off"),
     ),
