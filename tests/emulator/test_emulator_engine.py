@@ -12,6 +12,7 @@ from forkagent.emulator.cache import (
     PrefixCache,
     PrefixRules,
     Segment,
+    _Chain,
 )
 from forkagent.emulator.profiles import anthropic_min_tokens, chat_profile, gemini_min_tokens
 
@@ -142,3 +143,12 @@ def test_profiles_by_model_id() -> None:
         1024,
         4096,
     )
+
+
+def test_a_chains_counts_follow_what_comes_before_it() -> None:
+    """A family's stretch keeps its counts shifted once; another start shifts them again."""
+    chain = _Chain(keys=(b"a", b"b", b"c"), tokens=(2, 5, 9))
+    assert chain.tokens_after(100) == (102, 105, 109)
+    assert chain.tokens_after(100) is chain.tokens_after(100)  # kept for the siblings
+    assert chain.tokens_after(0) == (2, 5, 9)
+    assert chain.tokens_after(100) == (102, 105, 109)

@@ -417,13 +417,13 @@ class _Chain:
     """The running key after each block of the stretch."""
     tokens: tuple[int, ...]
     """The stretch's tokens up to and including each block."""
-    _shifted: tuple[int, tuple[int, ...]] = (0, ())
-    """The last ``after`` asked for and its counts: siblings start the stretch alike."""
+    _shifted: tuple[int, tuple[int, ...]] | None = None
+    """The last ``total`` asked for and its counts: siblings start the stretch alike."""
 
     def tokens_after(self, total: int) -> tuple[int, ...]:
         """The prompt's tokens up to each block, when ``total`` tokens come before the stretch."""
         shifted = self._shifted
-        if shifted[0] != total or len(shifted[1]) != len(self.tokens):
+        if shifted is None or shifted[0] != total:
             shifted = self._shifted = (total, tuple(map(add, self.tokens, repeat(total))))
         return shifted[1]
 

@@ -222,15 +222,15 @@ class _Report:
         """The report; without a prompt size from the provider the status is ``unmeasured``."""
         diagnosis = self.diagnosis
         return CacheReport(
-            status if self.prompt else "unmeasured",
-            self.prompt,
-            self.usage.cache_read_tokens,
-            self.usage.cache_write_tokens,
-            expected,
-            (*findings, *_provider_findings(diagnosis)) if diagnosis else tuple(findings),
-            difference,
-            self.compared_with,
-            diagnosis,
+            status=status if self.prompt else "unmeasured",
+            prompt_tokens=self.prompt,
+            read_tokens=self.usage.cache_read_tokens,
+            write_tokens=self.usage.cache_write_tokens,
+            expected_tokens=expected,
+            findings=(*findings, *_provider_findings(diagnosis)) if diagnosis else tuple(findings),
+            difference=difference,
+            compared_with=self.compared_with,
+            provider_diagnosis=diagnosis,
         )
 
 
