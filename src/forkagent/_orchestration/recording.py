@@ -22,7 +22,7 @@ from ..history import freeze
 from ..messages import JsonValue
 from ..permissions.record import policy_record
 from ..pricing import cost
-from ..state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
+from ..state.registry import Registry, RegistryWriter
 from ..state.transcript import (
     HeaderTemplate,
     HistoryReference,
@@ -63,6 +63,7 @@ class Recorder:
     """Transcripts that lost a line and end there; ``close`` raises the first."""
     _folder: Path = field(init=False)
     """The tree's transcripts' folder."""
+    _folder_name: str = field(init=False)
     _found: set[str] | None = field(init=False, default=None)
     """The files in the tree's folder when its first agent started (a resumed tree's)."""
     _template: tuple[tuple[object, ...], HeaderTemplate] | None = field(init=False, default=None)
@@ -70,6 +71,7 @@ class Recorder:
 
     def __post_init__(self) -> None:
         self._folder = tree_folder(self.root_id, base=self.state)
+        self._folder_name = str(self._folder)
         if self.registry is not None:
             self.registry_writes = RegistryWriter(self.registry)
 
@@ -118,10 +120,10 @@ class Recorder:
     def _attach(self, run: AgentRun, started: AgentStarted) -> None:
         background = started.background
         keep = self.transcripts and run.keep_transcript
-        path = None
+        path: str | None = None
         if keep:
             name = transcript_name(run.id)
-            path = self._folder / name  # a child of a parsed path: cheaper than parsing one
+            path = f"{self._folder_name}{os.sep}{name}"  # no ``Path`` made per fork
             writer = TranscriptWriter(path, background=True, new=self._new_file(name))
             self.writers[run.id] = writer
             try:
@@ -135,19 +137,16 @@ class Recorder:
                 self._stop_recording(run.id, exc)
             run.on_change = self._sync
         if (writes := self.registry_writes) is not None:
-            writes.register(
-                AgentRecord(
-                    id=run.id,
-                    root_id=self.root_id,
-                    model=run.model.spec,
-                    kind=run.kind,
-                    parent_id=run.parent_id,
-                    label=run.label,
-                    background=background,
-                    cwd=str(run.cwd),
-                    transcript=path,
-                    process_start=own_process_start(),
-                ),
+            writes.register_started(
+                run.id,
+                root_id=self.root_id,
+                model=run.model.spec,
+                kind=run.kind,
+                parent_id=run.parent_id,
+                label=run.label,
+                background=background,
+                cwd=str(run.cwd),
+                transcript=path,
             )
 
     def _new_file(self, name: str) -> bool:

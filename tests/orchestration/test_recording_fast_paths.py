@@ -1,0 +1,55 @@
+"""The recorder's fast paths write what the general ones do (issue 18, eighth pass)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from forkagent.events import AgentKind
+from forkagent.state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
+
+
+@pytest.mark.parametrize(
+    ("kind", "parent_id", "background", "transcript"),
+    [("fork", "parent", True, "/state/t/child.jsonl"), ("main", None, False, None)],
+)
+def test_a_started_agent_gets_the_row_its_record_would_have(
+    tmp_path: Path, kind: AgentKind, parent_id: str | None, background: bool, transcript: str | None
+) -> None:
+    """``register_started`` builds the row without an ``AgentRecord``: the same row, read back
+    from the database, as ``register`` of the record with the same fields (times aside)."""
+    registry = Registry(tmp_path / "registry.db")
+    writer = RegistryWriter(registry)
+    writer.register_started(
+        "fast",
+        root_id="root",
+        model="emulator:model",
+        kind=kind,
+        parent_id=parent_id,
+        label="a label",
+        background=background,
+        cwd="/work",
+        transcript=transcript,
+    )
+    writer.close()
+    registry.register(
+        AgentRecord(
+            id="slow",
+            root_id="root",
+            model="emulator:model",
+            kind=kind,
+            parent_id=parent_id,
+            label="a label",
+            background=background,
+            cwd="/work",
+            transcript=None if transcript is None else Path(transcript),
+            process_start=own_process_start(),
+        )
+    )
+    fast, slow = registry.get("fast"), registry.get("slow")
+    assert fast.started_at == fast.updated_at > 0
+    assert dataclasses.replace(fast, started_at=0.0, updated_at=0.0) == dataclasses.replace(
+        slow, id="fast", started_at=0.0, updated_at=0.0
+    )
