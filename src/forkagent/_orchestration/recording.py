@@ -41,7 +41,9 @@ from .loop import AgentRun
 logger = logging.getLogger(__name__)
 
 _RECORDED = frozenset(TranscriptWriter.RECORDED_EVENTS)
-"""The event types the recorder writes (the registry records a subset of them)."""
+"""The event types the recorder writes."""
+_ROW_EVENTS = frozenset((ResponseReceived, AgentMovedToBackground, AgentFinished))
+"""Those that change a registry row after its register (``_registry_update``)."""
 
 
 @dataclass(eq=False)
@@ -92,7 +94,7 @@ class Recorder:
             else:
                 if isinstance(event, AgentFinished) and run.parent_id is not None:
                     self._end(run.id)
-        if self.registry_writes is not None:
+        if self.registry_writes is not None and type(event) in _ROW_EVENTS:
             self._registry_update(self.registry_writes, run, event)
 
     def _end(self, agent_id: str) -> None:
@@ -185,8 +187,8 @@ class Recorder:
     ) -> HeaderTemplate:
         """The header ``run`` shares with its siblings: the last one made, when made from the
         same values (each sibling of a ``fork`` call after the first). The key holds every
-        value ``header_for`` reads but the id and label, compared by identity first."""
-        permissions = policy_record(run.policy, self.trusted)
+        value ``header_for`` reads but the id and label (``trusted`` is the recorder's), compared
+        by identity first."""
         key = (
             run.parent_id,
             run.kind,
@@ -198,7 +200,7 @@ class Recorder:
             run.shared_prefix_end,
             background,
             reference,
-            permissions,
+            run.policy,  # its record is made only for a new header
         )
         if self._template is None or self._template[0] != key:
             history_from = None
@@ -212,7 +214,7 @@ class Recorder:
                 root_id=self.root_id,
                 background=background,
                 history_from=history_from,
-                extra={"permissions": permissions},
+                extra={"permissions": policy_record(run.policy, self.trusted)},
             )
             self._template = (key, HeaderTemplate(header))
         return self._template[1]

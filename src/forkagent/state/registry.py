@@ -776,7 +776,8 @@ class RegistryWriter(AgentRows):
 
     def _put(self, change: _rows.Change) -> None:
         with self._lock:
-            self._exit_waits()
+            if not self._at_exit:  # asked per row: the call only the first time
+                self._exit_waits()
             if self._held is not None:
                 self._held.append(change)
                 return
