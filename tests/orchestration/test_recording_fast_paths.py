@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
 import pytest
 
 from forkagent.events import AgentKind
+from forkagent.state._appends import _running_loop
 from forkagent.state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
 
 
@@ -53,3 +55,18 @@ def test_a_started_agent_gets_the_row_its_record_would_have(
     assert dataclasses.replace(fast, started_at=0.0, updated_at=0.0) == dataclasses.replace(
         slow, id="fast", started_at=0.0, updated_at=0.0
     )
+
+
+def test_the_running_loop_is_asked_in_c_and_is_none_outside_a_loop() -> None:
+    """``_appends`` asks for the running loop per line through asyncio's C accessor, which
+    returns None outside a loop instead of raising as ``get_running_loop`` does."""
+    assert _running_loop() is None
+
+    async def inside() -> asyncio.AbstractEventLoop | None:
+        return _running_loop()
+
+    loop = asyncio.new_event_loop()
+    try:
+        assert loop.run_until_complete(inside()) is loop
+    finally:
+        loop.close()
