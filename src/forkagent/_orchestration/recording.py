@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
-from ..history import freeze
 from ..messages import JsonValue
 from ..permissions.record import policy_record
 from ..pricing import cost
@@ -173,7 +172,7 @@ class Recorder:
         recorded."""
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
-        messages = freeze(run.messages)
+        messages = run.messages.snapshot()  # a ``History``: ``freeze`` would ask for a view first
         shared = shared_length(parent.history, messages) if parent is not None else 0
         reference = None
         if parent is not None and above is not None and shared:

@@ -910,10 +910,13 @@ class TranscriptWriter:
         identity, so each call is cheap; a run's ``History`` that only grew since
         the last call is known to at once (``History.extends``).
         """
-        appended = isinstance(messages, History) and messages.extends(self._history)
-        messages = freeze(messages)  # kept as the next call's reference: no copy
-        keep = len(self._history) if appended else shared_length(self._history, messages)
-        return self._record(messages, keep)
+        if isinstance(messages, History):  # a run's: ``freeze`` would first ask for a view
+            appended = messages.extends(self._history)  # asked before the snapshot moves on
+            view = messages.snapshot()
+        else:
+            appended, view = False, freeze(messages)  # kept as the next call's reference
+        keep = len(self._history) if appended else shared_length(self._history, view)
+        return self._record(view, keep)
 
     def _record(self, messages: HistoryView[Message], keep: int) -> int:
         """Record ``messages``, whose first ``keep`` are the recorded history's first."""
