@@ -5,12 +5,25 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
 from forkagent.events import AgentKind
 from forkagent.state._appends import _running_loop
 from forkagent.state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
+
+
+class _Started(TypedDict):
+    """What ``register_started`` and ``AgentRecord`` are both given."""
+
+    root_id: str
+    model: str
+    kind: AgentKind
+    parent_id: str | None
+    label: str
+    background: bool
+    cwd: str
 
 
 @pytest.mark.parametrize(
@@ -22,10 +35,7 @@ def test_a_started_agent_gets_the_row_its_record_would_have(
 ) -> None:
     """``register_started`` builds the row without an ``AgentRecord``: the same row, read back
     from the database, as ``register`` of the record with the same fields (times aside)."""
-    registry = Registry(tmp_path / "registry.db")
-    writer = RegistryWriter(registry)
-    writer.register_started(
-        "fast",
+    started = _Started(
         root_id="root",
         model="emulator:model",
         kind=kind,
@@ -33,22 +43,14 @@ def test_a_started_agent_gets_the_row_its_record_would_have(
         label="a label",
         background=background,
         cwd="/work",
-        transcript=transcript,
     )
+    registry = Registry(tmp_path / "registry.db")
+    writer = RegistryWriter(registry)
+    writer.register_started("fast", transcript=transcript, **started)
     writer.close()
+    path = None if transcript is None else Path(transcript)
     registry.register(
-        AgentRecord(
-            id="slow",
-            root_id="root",
-            model="emulator:model",
-            kind=kind,
-            parent_id=parent_id,
-            label="a label",
-            background=background,
-            cwd="/work",
-            transcript=None if transcript is None else Path(transcript),
-            process_start=own_process_start(),
-        )
+        AgentRecord(id="slow", transcript=path, process_start=own_process_start(), **started)
     )
     fast, slow = registry.get("fast"), registry.get("slow")
     assert fast.started_at == fast.updated_at > 0
