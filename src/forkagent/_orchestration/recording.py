@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
-from ..history import freeze
 from ..messages import JsonValue
 from ..permissions.record import policy_record
 from ..pricing import cost
-from ..state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
+from ..state.registry import Registry, RegistryWriter
 from ..state.transcript import (
     HeaderTemplate,
     HistoryReference,
@@ -41,7 +40,9 @@ from .loop import AgentRun
 logger = logging.getLogger(__name__)
 
 _RECORDED = frozenset(TranscriptWriter.RECORDED_EVENTS)
-"""The event types the recorder writes (the registry records a subset of them)."""
+"""The event types the recorder writes."""
+_ROW_EVENTS = frozenset((ResponseReceived, AgentMovedToBackground, AgentFinished))
+"""Those that change a registry row after its register (``_registry_update``)."""
 
 
 @dataclass(eq=False)
@@ -63,6 +64,7 @@ class Recorder:
     """Transcripts that lost a line and end there; ``close`` raises the first."""
     _folder: Path = field(init=False)
     """The tree's transcripts' folder."""
+    _folder_name: str = field(init=False)
     _found: set[str] | None = field(init=False, default=None)
     """The files in the tree's folder when its first agent started (a resumed tree's)."""
     _template: tuple[tuple[object, ...], HeaderTemplate] | None = field(init=False, default=None)
@@ -70,6 +72,7 @@ class Recorder:
 
     def __post_init__(self) -> None:
         self._folder = tree_folder(self.root_id, base=self.state)
+        self._folder_name = str(self._folder)
         if self.registry is not None:
             self.registry_writes = RegistryWriter(self.registry)
 
@@ -90,7 +93,7 @@ class Recorder:
             else:
                 if isinstance(event, AgentFinished) and run.parent_id is not None:
                     self._end(run.id)
-        if self.registry_writes is not None:
+        if self.registry_writes is not None and type(event) in _ROW_EVENTS:
             self._registry_update(self.registry_writes, run, event)
 
     def _end(self, agent_id: str) -> None:
@@ -118,10 +121,10 @@ class Recorder:
     def _attach(self, run: AgentRun, started: AgentStarted) -> None:
         background = started.background
         keep = self.transcripts and run.keep_transcript
-        path = None
+        path: str | None = None
         if keep:
             name = transcript_name(run.id)
-            path = self._folder / name  # a child of a parsed path: cheaper than parsing one
+            path = f"{self._folder_name}{os.sep}{name}"  # no ``Path`` made per fork
             writer = TranscriptWriter(path, background=True, new=self._new_file(name))
             self.writers[run.id] = writer
             try:
@@ -135,19 +138,16 @@ class Recorder:
                 self._stop_recording(run.id, exc)
             run.on_change = self._sync
         if (writes := self.registry_writes) is not None:
-            writes.register(
-                AgentRecord(
-                    id=run.id,
-                    root_id=self.root_id,
-                    model=run.model.spec,
-                    kind=run.kind,
-                    parent_id=run.parent_id,
-                    label=run.label,
-                    background=background,
-                    cwd=str(run.cwd),
-                    transcript=path,
-                    process_start=own_process_start(),
-                ),
+            writes.register_started(
+                run.id,
+                root_id=self.root_id,
+                model=run.model.spec,
+                kind=run.kind,
+                parent_id=run.parent_id,
+                label=run.label,
+                background=background,
+                cwd=str(run.cwd),
+                transcript=path,
             )
 
     def _new_file(self, name: str) -> bool:
@@ -172,7 +172,7 @@ class Recorder:
         recorded."""
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
-        messages = freeze(run.messages)
+        messages = run.messages.snapshot()  # a ``History``: ``freeze`` would ask for a view first
         shared = shared_length(parent.history, messages) if parent is not None else 0
         reference = None
         if parent is not None and above is not None and shared:
@@ -186,8 +186,8 @@ class Recorder:
     ) -> HeaderTemplate:
         """The header ``run`` shares with its siblings: the last one made, when made from the
         same values (each sibling of a ``fork`` call after the first). The key holds every
-        value ``header_for`` reads but the id and label, compared by identity first."""
-        permissions = policy_record(run.policy, self.trusted)
+        value ``header_for`` reads but the id and label (``trusted`` is the recorder's), compared
+        by identity first."""
         key = (
             run.parent_id,
             run.kind,
@@ -199,7 +199,7 @@ class Recorder:
             run.shared_prefix_end,
             background,
             reference,
-            permissions,
+            run.policy,  # its record is made only for a new header
         )
         if self._template is None or self._template[0] != key:
             history_from = None
@@ -213,7 +213,7 @@ class Recorder:
                 root_id=self.root_id,
                 background=background,
                 history_from=history_from,
-                extra={"permissions": permissions},
+                extra={"permissions": policy_record(run.policy, self.trusted)},
             )
             self._template = (key, HeaderTemplate(header))
         return self._template[1]

@@ -372,11 +372,9 @@ class BackgroundAppends:
             self._state.notify_all()
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+_running_loop: Callable[[], asyncio.AbstractEventLoop | None] = asyncio.events._get_running_loop
+"""The running loop or None, in C: asked per line, where ``get_running_loop`` raises outside a
+loop."""
 
 
 def _says_ready(helper: subprocess.Popen[bytes]) -> bool:

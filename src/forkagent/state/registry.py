@@ -613,6 +613,8 @@ def _start_of(pid: int) -> str | None:
     return process_start(pid)
 
 
+_UNUSED = tuple(_record_values(AgentRecord(id="", root_id="", model=""))[_rows.POSITION["turns"] :])
+"""A new row's columns from ``turns`` on, as ``AgentRecord``'s defaults have them."""
 _Held: TypeAlias = "list[_rows.Change | Callable[[], object]]"
 _STORABLE: frozenset[type] = frozenset({str, int, float, bool, bytes, type(None)})
 """The types of a value that can go into a row (and through ``marshal`` to the helper)."""
@@ -664,6 +666,48 @@ class RegistryWriter(AgentRows):
         values = _record_values(record)
         _check_storable(record.id, values)
         self._put((record.id, values, {}))
+
+    def register_started(
+        self,
+        agent_id: str,
+        *,
+        root_id: str,
+        model: str,
+        kind: AgentKind,
+        parent_id: str | None,
+        label: str,
+        background: bool,
+        cwd: str,
+        transcript: str | None,
+    ) -> None:
+        """``register`` of an agent this process starts now: running, nothing used yet.
+
+        The row is ``AgentRecord(...)``'s with these fields (a test holds them equal), built
+        in ``_COLUMNS`` order without the record: 25 frozen fields set one by one were most
+        of a fork's registry work on the event loop.
+        """
+        now = time.time()
+        values: list[object] = [
+            agent_id,
+            root_id,
+            model,
+            kind,
+            parent_id,
+            label,
+            "running",
+            background,
+            os.getpid(),
+            _own_host(),
+            own_process_start(),
+            cwd,
+            transcript,
+            now,
+            None,
+            now,
+            *_UNUSED,
+        ]
+        _check_storable(agent_id, values)
+        self._put((agent_id, values, {}))
 
     def update(self, agent_id: str, /, **changes: Any) -> None:
         """As ``Registry.update``; also refuses None for a column that needs a value,
@@ -732,7 +776,8 @@ class RegistryWriter(AgentRows):
 
     def _put(self, change: _rows.Change) -> None:
         with self._lock:
-            self._exit_waits()
+            if not self._at_exit:  # asked per row: the call only the first time
+                self._exit_waits()
             if self._held is not None:
                 self._held.append(change)
                 return

@@ -15,12 +15,13 @@ is corruption, and reading fails loudly instead of resuming a wrong history.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -133,8 +134,8 @@ def safe_file_name(name: str) -> str:
 # -- lines ---------------------------------------------------------------------
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+_now: Callable[[], datetime] = functools.partial(datetime.now, UTC)
+"""Now, in UTC: a partial, not a function, as every line asks (a Python frame less)."""
 
 
 class _Line(BaseModel):
@@ -747,6 +748,10 @@ def read_tree(path: Path | str) -> list[Transcript]:
 # -- writing -------------------------------------------------------------------
 
 
+_NO_HISTORY: HistoryView[Message] = HistoryView()
+"""A new writer's recorded history: one empty view for all (views never change)."""
+
+
 class TranscriptWriter:
     """Appends one agent's transcript; each call writes whole lines, unbuffered.
 
@@ -801,7 +806,7 @@ class TranscriptWriter:
         self._folder = os.path.dirname(self._file)
         make_state_dir(self._folder or ".")
         self._header: TranscriptHeader | FilledHeader | None = None
-        self._history: HistoryView[Message] = HistoryView()
+        self._history: HistoryView[Message] = _NO_HISTORY
         self._lines = 0
         """Lines after the header: where a fork's ``HistoryReference`` points."""
         self._gathered: list[bytes] | None = None
@@ -905,10 +910,13 @@ class TranscriptWriter:
         identity, so each call is cheap; a run's ``History`` that only grew since
         the last call is known to at once (``History.extends``).
         """
-        appended = isinstance(messages, History) and messages.extends(self._history)
-        messages = freeze(messages)  # kept as the next call's reference: no copy
-        keep = len(self._history) if appended else shared_length(self._history, messages)
-        return self._record(messages, keep)
+        if isinstance(messages, History):  # a run's: ``freeze`` would first ask for a view
+            appended = messages.extends(self._history)  # asked before the snapshot moves on
+            view = messages.snapshot()
+        else:
+            appended, view = False, freeze(messages)  # kept as the next call's reference
+        keep = len(self._history) if appended else shared_length(self._history, view)
+        return self._record(view, keep)
 
     def _record(self, messages: HistoryView[Message], keep: int) -> int:
         """Record ``messages``, whose first ``keep`` are the recorded history's first."""
@@ -931,7 +939,7 @@ class TranscriptWriter:
         """Line ``line``: the message (a ``MessageEntry``), or only its last block when
         another line of the tree holds the rest (a ``SharedMessageEntry``)."""
         blocks = message.content
-        agent = self._required_header().agent_id
+        agent = (self._header or self._required_header()).agent_id
         written = _WRITTEN_HEADS.find(blocks)
         folder = self._folder
         if written is not None and written[0] == folder and written[1] != agent:
@@ -969,7 +977,7 @@ class TranscriptWriter:
     ) -> dict[str, object]:
         """A ``UsageEntry``'s fields, in order: ``usage`` validates them, ``on_event`` writes
         them as they are."""
-        name = model or self._required_header().model
+        name = model or (self._header or self._required_header()).model
         return {
             "type": "usage",
             "at": _now(),
@@ -1008,7 +1016,7 @@ class TranscriptWriter:
         Messages are not in the events: call ``sync`` for them. The events' values are
         the runtime's, already valid: their lines are written without building an entry.
         """
-        header = self._required_header()
+        header = self._header or self._required_header()  # the call only to raise
         if event.agent_id != header.agent_id:
             return
         if isinstance(event, ResponseReceived):
@@ -1116,7 +1124,8 @@ class TranscriptWriter:
         with self._lock:
             if self._closed:
                 raise TranscriptError(self.path, "the writer is closed")
-            self._raise_failed_append()
+            if self._background and BACKGROUND.failing:  # asked per line: no call when not
+                self._raise_failed_append()
             self._append_lines(data)
             self._lines += lines
 

@@ -1,0 +1,74 @@
+"""The recorder's fast paths write what the general ones do (issue 18, eighth pass)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import TypedDict
+
+import pytest
+
+from forkagent.events import AgentKind
+from forkagent.state._appends import _running_loop
+from forkagent.state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
+
+
+class _Started(TypedDict):
+    """What ``register_started`` and ``AgentRecord`` are both given."""
+
+    root_id: str
+    model: str
+    kind: AgentKind
+    parent_id: str | None
+    label: str
+    background: bool
+    cwd: str
+
+
+@pytest.mark.parametrize(
+    ("kind", "parent_id", "background", "transcript"),
+    [("fork", "parent", True, "/state/t/child.jsonl"), ("main", None, False, None)],
+)
+def test_a_started_agent_gets_the_row_its_record_would_have(
+    tmp_path: Path, kind: AgentKind, parent_id: str | None, background: bool, transcript: str | None
+) -> None:
+    """``register_started`` builds the row without an ``AgentRecord``: the same row, read back
+    from the database, as ``register`` of the record with the same fields (times aside)."""
+    started = _Started(
+        root_id="root",
+        model="emulator:model",
+        kind=kind,
+        parent_id=parent_id,
+        label="a label",
+        background=background,
+        cwd="/work",
+    )
+    registry = Registry(tmp_path / "registry.db")
+    writer = RegistryWriter(registry)
+    writer.register_started("fast", transcript=transcript, **started)
+    writer.close()
+    path = None if transcript is None else Path(transcript)
+    registry.register(
+        AgentRecord(id="slow", transcript=path, process_start=own_process_start(), **started)
+    )
+    fast, slow = registry.get("fast"), registry.get("slow")
+    assert fast.started_at == fast.updated_at > 0
+    assert dataclasses.replace(fast, started_at=0.0, updated_at=0.0) == dataclasses.replace(
+        slow, id="fast", started_at=0.0, updated_at=0.0
+    )
+
+
+def test_the_running_loop_is_asked_in_c_and_is_none_outside_a_loop() -> None:
+    """``_appends`` asks for the running loop per line through asyncio's C accessor, which
+    returns None outside a loop instead of raising as ``get_running_loop`` does."""
+    assert _running_loop() is None
+
+    async def inside() -> asyncio.AbstractEventLoop | None:
+        return _running_loop()
+
+    loop = asyncio.new_event_loop()
+    try:
+        assert loop.run_until_complete(inside()) is loop
+    finally:
+        loop.close()
