@@ -32,7 +32,7 @@ from ..events import (
 from ..models.base import ModelProfile, ModelResponse
 from ..requests import ModelRequest
 from ..usage import Usage
-from .cache import CacheReport, block_sizes, explain, extension_sizes
+from .cache import CacheReport, added_sizes, block_sizes, explain, explain_extension
 
 logger = logging.getLogger("forkagent.cache")
 
@@ -53,9 +53,18 @@ class _Sent:
     """What its response reported (None until answered)."""
     sizes: list[int] | None = None
     """The canonical size of each block, once explained."""
+    total: int = 0
+    """The sum of ``sizes``."""
     prewarm: bool = False
     resumed: bool = False
     """Sent before the agent was resumed: known from its transcript, not seen here."""
+
+
+class _Measured(NamedTuple):
+    request: ModelRequest
+    sizes: list[int]
+    total: int
+    """The sum of ``sizes``: a request extending this one adds its own blocks to it."""
 
 
 class _Source(NamedTuple):
@@ -73,7 +82,7 @@ class _Family:
     entry the others read."""
     shared: ModelRequest | None = None
     """The leader's request cut to what siblings share (``shared_part``), made once."""
-    known: tuple[ModelRequest, list[int]] | None = None
+    known: _Measured | None = None
     """The shared part and its block sizes, measured once: a sibling measures only what it adds."""
     source: _Source | None = None
     """What every sibling after the leader is compared with: the shared part, made once."""
@@ -201,27 +210,49 @@ class CacheMonitor:
     ) -> CacheReport:
         source = self._source(agent, sent)
         known = self._known(agent)
-        sizes = None if known is None else extension_sizes(sent.request, known)
-        sent.sizes = block_sizes(sent.request) if sizes is None else sizes
-        prefix = None
-        if sizes is not None and known is not None and source is not None:
-            # Measured from the source itself: the prefix they share is proven already.
-            prefix = len(known[1]) if source.request is known[0] else None
+        added = None if known is None else added_sizes(sent.request, known.request)
+        if known is None or added is None:
+            sent.sizes = block_sizes(sent.request)
+            sent.total = sum(sent.sizes)
+        else:
+            sent.sizes = known.sizes + added
+            sent.total = known.total + sum(added)
+        usage, diagnosis = response.usage, response.cache_diagnosis
+        if source is None:
+            return explain(
+                None, sent.request, usage, profile=profile, diagnosis=diagnosis, sizes=sent.sizes
+            )
+        elapsed = sent.sent_at - source.sent.sent_at
+        ready = _ready(source.sent, sent, profile)
+        previous_tokens = _whole_prompt_tokens(source)
+        if added is not None and known is not None and source.request is known.request:
+            # Measured from the source itself: the prefix is proven and its size known.
+            return explain_extension(
+                source.request,
+                usage,
+                shared_bytes=known.total,
+                total_bytes=sent.total,
+                profile=profile,
+                elapsed=elapsed,
+                cache_ready=ready,
+                diagnosis=diagnosis,
+                compared_with=source.label,
+                previous_tokens=previous_tokens,
+            )
         return explain(
-            None if source is None else source.request,
+            source.request,
             sent.request,
-            response.usage,
+            usage,
             profile=profile,
-            elapsed=None if source is None else sent.sent_at - source.sent.sent_at,
-            cache_ready=source is None or _ready(source.sent, sent, profile),
-            diagnosis=response.cache_diagnosis,
-            compared_with=None if source is None else source.label,
+            elapsed=elapsed,
+            cache_ready=ready,
+            diagnosis=diagnosis,
+            compared_with=source.label,
             sizes=sent.sizes,
-            previous_tokens=_whole_prompt_tokens(source),
-            prefix_blocks=prefix,
+            previous_tokens=previous_tokens,
         )
 
-    def _known(self, agent: _Agent) -> tuple[ModelRequest, list[int]] | None:
+    def _known(self, agent: _Agent) -> _Measured | None:
         """An earlier request the agent's new one likely extends, with its block sizes.
 
         A sibling's is its family's shared part (the same for every sibling), measured
@@ -230,8 +261,11 @@ class CacheMonitor:
         family = agent.family
         if agent.last is None and family is not None and family.shared is not None:
             if family.known is None:
-                sizes = block_sizes(family.shared, _sized(agent.base))
-                family.known = (family.shared, sizes)
+                base = _sized(agent.base)
+                sizes = block_sizes(
+                    family.shared, None if base is None else (base.request, base.sizes)
+                )
+                family.known = _Measured(family.shared, sizes, sum(sizes))
             return family.known
         return _sized(agent.last or agent.base)
 
@@ -276,9 +310,13 @@ class CacheMonitor:
             )
 
 
-def _sized(sent: _Sent | None) -> tuple[ModelRequest, list[int]] | None:
+def _sized(sent: _Sent | None) -> _Measured | None:
     """``sent``'s request with its block sizes, once it has been explained."""
-    return None if sent is None or sent.sizes is None else (sent.request, sent.sizes)
+    return (
+        None
+        if sent is None or sent.sizes is None
+        else _Measured(sent.request, sent.sizes, sent.total)
+    )
 
 
 def _whole_prompt_tokens(source: _Source | None) -> int | None:
