@@ -11,7 +11,7 @@ from forkagent.messages import Message, TextBlock, ToolUseBlock, assistant, tool
 from forkagent.models.base import ModelProfile, ModelResponse
 from forkagent.requests import BlockPosition, ModelRequest, request_blocks
 from forkagent.telemetry import CacheMonitor, CacheReported
-from forkagent.telemetry.cache import block_sizes
+from forkagent.telemetry.cache import block_sizes, explain
 from forkagent.telemetry.monitor import shared_part
 from forkagent.usage import Usage
 
@@ -164,6 +164,39 @@ def test_a_sibling_sent_after_the_first_response_reads_the_shared_prefix(
 
     assert monitor.reports("fork-2")[0].report.status == "hit"
     assert monitor.misses() == []
+
+
+@pytest.mark.parametrize("spent", [usage(read=2500, write=100), usage(read=100, write=2500)])
+def test_sizes_kept_by_reference_give_the_reports_of_a_full_comparison(
+    monitor: CacheMonitor, clock: Clock, spent: Usage
+) -> None:
+    """A request that extends the one before keeps only the sizes of the blocks it adds (its
+    earlier request's are referenced, not copied). A family forked after the parent's second
+    turn measures its shared part from that chain: a sibling's report must be what comparing
+    it with the shared part in full gives."""
+    run_parent(monitor, clock)
+    history = (*PARENT_HISTORY, assistant("Plan ready."), user("Now fork."))
+    turn(monitor, "main", request(*history), usage(read=2000, write=50), number=2)
+    start_fork(monitor, "fork-1")
+    start_fork(monitor, "fork-2")
+    end = BlockPosition(message=4, block=1)
+    leader = request(*history, assistant(CALL), fork_request("A").messages[-1], end=end)
+    turn(monitor, "fork-1", leader, usage(read=2000, write=1000))
+    clock.now += 1.0
+    sibling = request(*history, assistant(CALL), fork_request("B").messages[-1], end=end)
+
+    turn(monitor, "fork-2", sibling, spent)
+
+    compared = "fork fork-1's shared prefix"
+    full = explain(
+        shared_part(leader),
+        sibling,
+        spent,
+        profile=PROFILES[MODEL],
+        elapsed=1.0,
+        compared_with=compared,
+    )
+    assert monitor.reports("fork-2")[0].report == full
 
 
 def test_reports_reach_the_callback_and_carry_the_providers_diagnosis(clock: Clock) -> None:

@@ -51,20 +51,29 @@ class _Sent:
     answered_at: float | None = None
     usage: Usage | None = None
     """What its response reported (None until answered)."""
-    sizes: list[int] | None = None
-    """The canonical size of each block, once explained."""
-    total: int = 0
-    """The sum of ``sizes``."""
+    measured: _Measured | None = None
+    """Its block sizes, once explained."""
     prewarm: bool = False
     resumed: bool = False
     """Sent before the agent was resumed: known from its transcript, not seen here."""
 
 
-class _Measured(NamedTuple):
+@dataclass(eq=False, slots=True)
+class _Measured:
+    """A request's canonical size of each block, and their sum."""
+
     request: ModelRequest
-    sizes: list[int]
     total: int
-    """The sum of ``sizes``: a request extending this one adds its own blocks to it."""
+    earlier: _Measured | None
+    """A request this one extends: its sizes come first, kept by reference rather than copied
+    (a fork sibling's first turn would otherwise copy its family's whole list)."""
+    added: list[int]
+    """The sizes of the blocks after ``earlier``'s (all of them without it)."""
+
+    def sizes(self) -> list[int]:
+        if self.earlier is not None:  # joined once, on first use: most forks never ask
+            self.added, self.earlier = [*self.earlier.sizes(), *self.added], None
+        return self.added
 
 
 class _Source(NamedTuple):
@@ -210,28 +219,27 @@ class CacheMonitor:
     ) -> CacheReport:
         source = self._source(agent, sent)
         known = self._known(agent)
-        added = None if known is None else added_sizes(sent.request, known.request)
-        if known is None or added is None:
-            sent.sizes = block_sizes(sent.request)
-            sent.total = sum(sent.sizes)
-        else:
-            sent.sizes = known.sizes + added
-            sent.total = known.total + sum(added)
+        measured = sent.measured = _measure(sent.request, known)
         usage, diagnosis = response.usage, response.cache_diagnosis
         if source is None:
             return explain(
-                None, sent.request, usage, profile=profile, diagnosis=diagnosis, sizes=sent.sizes
+                None,
+                sent.request,
+                usage,
+                profile=profile,
+                diagnosis=diagnosis,
+                sizes=measured.sizes(),
             )
         elapsed = sent.sent_at - source.sent.sent_at
         ready = _ready(source.sent, sent, profile)
         previous_tokens = _whole_prompt_tokens(source)
-        if added is not None and known is not None and source.request is known.request:
+        if known is not None and measured.earlier is known and source.request is known.request:
             # Measured from the source itself: the prefix is proven and its size known.
             return explain_extension(
                 source.request,
                 usage,
                 shared_bytes=known.total,
-                total_bytes=sent.total,
+                total_bytes=measured.total,
                 profile=profile,
                 elapsed=elapsed,
                 cache_ready=ready,
@@ -248,7 +256,7 @@ class CacheMonitor:
             cache_ready=ready,
             diagnosis=diagnosis,
             compared_with=source.label,
-            sizes=sent.sizes,
+            sizes=measured.sizes(),
             previous_tokens=previous_tokens,
         )
 
@@ -262,10 +270,9 @@ class CacheMonitor:
         if agent.last is None and family is not None and family.shared is not None:
             if family.known is None:
                 base = _sized(agent.base)
-                sizes = block_sizes(
-                    family.shared, None if base is None else (base.request, base.sizes)
-                )
-                family.known = _Measured(family.shared, sizes, sum(sizes))
+                known = None if base is None else (base.request, base.sizes())
+                sizes = block_sizes(family.shared, known)
+                family.known = _Measured(family.shared, sum(sizes), None, sizes)
             return family.known
         return _sized(agent.last or agent.base)
 
@@ -310,13 +317,18 @@ class CacheMonitor:
             )
 
 
+def _measure(request: ModelRequest, known: _Measured | None) -> _Measured:
+    """``request``'s block sizes; when it extends ``known``, only the blocks it adds are measured."""
+    added = None if known is None else added_sizes(request, known.request)
+    if known is None or added is None:
+        sizes = block_sizes(request)
+        return _Measured(request, sum(sizes), None, sizes)
+    return _Measured(request, known.total + sum(added), known, added)
+
+
 def _sized(sent: _Sent | None) -> _Measured | None:
     """``sent``'s request with its block sizes, once it has been explained."""
-    return (
-        None
-        if sent is None or sent.sizes is None
-        else _Measured(sent.request, sent.sizes, sent.total)
-    )
+    return None if sent is None else sent.measured
 
 
 def _whole_prompt_tokens(source: _Source | None) -> int | None:
