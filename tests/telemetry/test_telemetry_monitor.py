@@ -6,12 +6,14 @@ import logging
 
 import pytest
 
+from forkagent._orchestration.fork import fork_base, fork_from
 from forkagent.events import AgentStarted, Event, RequestSent, ResponseReceived
+from forkagent.history import HistoryView
 from forkagent.messages import Message, TextBlock, ToolUseBlock, assistant, tool_result, user
 from forkagent.models.base import ModelProfile, ModelResponse
 from forkagent.requests import BlockPosition, ModelRequest, request_blocks
 from forkagent.telemetry import CacheMonitor, CacheReported
-from forkagent.telemetry.cache import block_sizes, explain
+from forkagent.telemetry.cache import VIEW_MIN, CacheReport, block_sizes, explain
 from forkagent.telemetry.monitor import shared_part
 from forkagent.usage import Usage
 
@@ -254,3 +256,48 @@ def test_siblings_are_measured_from_their_familys_shared_part() -> None:
         fork_request("check module D", system="Another system prompt."),
     ):
         assert block_sizes(child, known) == [len(b.data) for b in request_blocks(child)]
+
+
+def _long_family_reports(*, views: bool) -> list[CacheReport]:
+    """A parent past ``VIEW_MIN`` messages and four forks of it, one with an edited history;
+    the requests' messages as shared views (as the runtime sends them) or as tuples."""
+    history = HistoryView(
+        m for n in range(VIEW_MIN) for m in (user(f"Step {n}."), assistant(f"Done {n}."))
+    )
+    parent = (*history, user("Now fork."), assistant(CALL))
+    base = fork_base(HistoryView(parent))
+    forks = [fork_from(base, directive) for directive in ("A", "B", "C", "D")]
+    edited = (
+        forks[3]
+        .messages.prefix(0)
+        .extended((*history[:10], user("Step 5, edited."), *forks[3].messages[11:]))
+    )
+    clock = Clock()
+    monitor = CacheMonitor(profiles=PROFILES, clock=clock)
+    monitor(AgentStarted("main", None, "main", "main", False))
+    turn(monitor, "main", request(*parent[:-1]), usage(write=9000))
+    for n, (forked, messages) in enumerate(
+        [(f, f.messages) for f in forks[:3]] + [(forks[3], edited)], start=1
+    ):
+        start_fork(monitor, f"fork-{n}")
+        sent = messages if views else tuple(messages)
+        child = ModelRequest(model=MODEL, system=SYSTEM, shared_prefix_end=forked.shared_prefix_end)
+        clock.now += 1.0
+        spent = usage(read=9000, write=300) if n < 4 else usage(read=20, write=9300)
+        turn(monitor, f"fork-{n}", child.model_copy(update={"messages": sent}), spent)
+    return [explained.report for explained in monitor.reports()]
+
+
+def test_a_long_family_compared_by_shared_views_reports_what_tuples_do() -> None:
+    """Past ``VIEW_MIN`` messages, a family's shared part is a view sharing the siblings'
+    chunks, and their prefixes are compared by those chunks, unread: every report must be
+    the one the same requests as tuples (compared item by item) give."""
+    forked = fork_from(fork_base(HistoryView(user(f"{n}") for n in range(VIEW_MIN + 2))), "A")
+    child = request(end=forked.shared_prefix_end).model_copy(update={"messages": forked.messages})
+    assert isinstance(shared_part(child).messages, HistoryView)  # the path under test
+
+    by_views = _long_family_reports(views=True)
+
+    assert by_views == _long_family_reports(views=False)
+    assert [r.status for r in by_views] == ["cold", "hit", "hit", "hit", "miss"]
+    assert by_views[-1].reasons == ("messages_changed",)

@@ -18,6 +18,7 @@ from typing import Literal, TypeAlias
 
 from pydantic import TypeAdapter
 
+from ..history import HistoryView
 from ..messages import ContentBlock, JsonValue, Message
 from ..models._shared import HEAD_MIN, SharedHeads, SharedRenderings
 from ..models.base import ModelProfile
@@ -66,6 +67,8 @@ _PROVIDER_TYPES = {
     "unavailable": "it has no diagnosis for this request",
 }
 _EXCERPT = 24
+VIEW_MIN = 256
+"""Message prefixes at most this long compare faster as tuples (in C) than as shared views."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,8 +424,17 @@ def extends(previous: ModelRequest, current: ModelRequest) -> bool:
     if not before:
         return True
     last = len(before) - 1
-    # Tuples compare item by item in C, each identical item at once (equal ones render alike).
-    return before[:last] == after[:last] and _starts(before[last], after[last])
+    return _same_messages(before, after, last) and _starts(before[last], after[last])
+
+
+def _same_messages(before: Sequence[Message], after: Sequence[Message], count: int) -> bool:
+    """Whether the first ``count`` messages are the same (identical or equal: equal ones render
+    alike). Two long views skip the chunks they share unread (a fork's history and its family's
+    shared part share all but their last few), so this costs O(log n), not O(n)."""
+    if count > VIEW_MIN and isinstance(before, HistoryView) and isinstance(after, HistoryView):
+        return before.prefix(count).common_length(after) == count
+    # Tuples compare item by item in C, each identical item at once.
+    return before[:count] == after[:count]
 
 
 def _starts(cut: Message, whole: Message) -> bool:

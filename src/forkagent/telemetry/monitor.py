@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -29,10 +29,12 @@ from ..events import (
     RequestSent,
     ResponseReceived,
 )
+from ..history import HistoryView
+from ..messages import Message
 from ..models.base import ModelProfile, ModelResponse
 from ..requests import ModelRequest
 from ..usage import Usage
-from .cache import CacheReport, added_sizes, block_sizes, explain, explain_extension
+from .cache import VIEW_MIN, CacheReport, added_sizes, block_sizes, explain, explain_extension
 
 logger = logging.getLogger("forkagent.cache")
 
@@ -364,10 +366,14 @@ def shared_part(request: ModelRequest) -> ModelRequest:
     part) is dropped.
     """
     end = request.shared_prefix_end
+    messages = request.messages
     if end is None:
-        messages = request.messages[:-1]
+        return request.model_copy(update={"messages": messages[:-1], "shared_prefix_end": None})
+    last = messages[end.message]
+    cut = last.model_copy(update={"content": last.content[: end.block + 1]})
+    if end.message > VIEW_MIN and isinstance(messages, HistoryView):
+        # A view sharing the request's chunks: a long prefix is then compared in O(log n).
+        shared: Sequence[Message] = messages.prefix(end.message).extended((cut,))
     else:
-        last = request.messages[end.message]
-        cut = last.model_copy(update={"content": last.content[: end.block + 1]})
-        messages = (*request.messages[: end.message], cut)
-    return request.model_copy(update={"messages": messages, "shared_prefix_end": None})
+        shared = (*messages[: end.message], cut)
+    return request.model_copy(update={"messages": shared, "shared_prefix_end": None})
