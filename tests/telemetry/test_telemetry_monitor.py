@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 
 import pytest
 
@@ -174,31 +175,92 @@ def test_sizes_kept_by_reference_give_the_reports_of_a_full_comparison(
 ) -> None:
     """A request that extends the one before keeps only the sizes of the blocks it adds (its
     earlier request's are referenced, not copied). A family forked after the parent's second
-    turn measures its shared part from that chain: a sibling's report must be what comparing
-    it with the shared part in full gives."""
+    turn measures its shared part from that chain, and a leader answered after its sibling is
+    measured from the shared part but compared with the parent's request (all sizes, joined):
+    each report must be what comparing the two requests in full gives."""
     run_parent(monitor, clock)
     history = (*PARENT_HISTORY, assistant("Plan ready."), user("Now fork."))
-    turn(monitor, "main", request(*history), usage(read=2000, write=50), number=2)
+    parent = request(*history)
+    parent_usage = usage(read=2000, write=50)
+    turn(monitor, "main", parent, parent_usage, number=2)
     start_fork(monitor, "fork-1")
     start_fork(monitor, "fork-2")
     end = BlockPosition(message=4, block=1)
     leader = request(*history, assistant(CALL), fork_request("A").messages[-1], end=end)
-    turn(monitor, "fork-1", leader, usage(read=2000, write=1000))
-    clock.now += 1.0
     sibling = request(*history, assistant(CALL), fork_request("B").messages[-1], end=end)
+    monitor(RequestSent("fork-1", 0, leader))
+    monitor(RequestSent("fork-2", 0, sibling))
+    clock.now += 1.0
+    monitor(ResponseReceived("fork-2", 1, response(spent), 1.0))
+    monitor(ResponseReceived("fork-1", 1, response(spent), 1.0))
 
-    turn(monitor, "fork-2", sibling, spent)
-
-    compared = "fork fork-1's shared prefix"
-    full = explain(
+    anthropic = PROFILES[MODEL]
+    first_sibling = explain(
         shared_part(leader),
         sibling,
         spent,
-        profile=PROFILES[MODEL],
-        elapsed=1.0,
-        compared_with=compared,
+        profile=anthropic,
+        elapsed=0.0,
+        cache_ready=False,  # sent before the leader's response
+        compared_with="fork fork-1's shared prefix",
     )
-    assert monitor.reports("fork-2")[0].report == full
+    then_leader = explain(
+        parent,
+        leader,
+        spent,
+        profile=anthropic,
+        elapsed=0.0,
+        compared_with="parent main's last request",
+        previous_tokens=parent_usage.prompt_tokens,
+    )
+    assert [e.report for e in monitor.reports()[2:]] == [first_sibling, then_leader]
+
+
+def test_a_long_conversation_keeps_no_earlier_request_and_its_forks_are_measured(
+    monitor: CacheMonitor, clock: Clock
+) -> None:
+    """Each turn's sizes reference the turn before's, never its request: after 1,500 turns
+    only the last request is kept. Forks of it, the leader answered after its sibling (so its
+    sizes are joined in full, through every turn: a loop, not a recursion), report what
+    comparing the requests in full gives."""
+    run_parent(monitor, clock)
+    history = HistoryView(PARENT_HISTORY)
+    first: weakref.ref[ModelRequest] | None = None
+    for n in range(1500):
+        history = history.extended((assistant(f"Done {n}."), user(f"Next {n}.")))
+        sent = request().model_copy(update={"messages": history})
+        first = first or weakref.ref(sent)
+        turn(monitor, "main", sent, usage(read=2000, write=20), number=n + 2)
+    assert first is not None
+    assert first() is None
+    start_fork(monitor, "fork-1")
+    start_fork(monitor, "fork-2")
+    end = BlockPosition(message=len(history) + 1, block=1)
+    leader, sibling = (
+        request(end=end).model_copy(
+            update={"messages": history.extended((assistant(CALL), fork_request(d).messages[-1]))}
+        )
+        for d in ("A", "B")
+    )
+    monitor(RequestSent("fork-1", 0, leader))
+    monitor(RequestSent("fork-2", 0, sibling))
+    monitor(ResponseReceived("fork-2", 1, response(usage(read=2000, write=900)), 1.0))
+    monitor(ResponseReceived("fork-1", 1, response(usage(read=2000, write=900)), 1.0))
+
+    reports = [e.report for e in monitor.reports()[-2:]]
+    assert [r.compared_with for r in reports] == [
+        "fork fork-1's shared prefix",
+        "parent main's last request",
+    ]
+    assert reports[1] == explain(
+        sent,
+        leader,
+        usage(read=2000, write=900),
+        profile=PROFILES[MODEL],
+        elapsed=0.0,
+        compared_with="parent main's last request",
+        previous_tokens=usage(read=2000, write=20).prompt_tokens,
+    )
 
 
 def test_reports_reach_the_callback_and_carry_the_providers_diagnosis(clock: Clock) -> None:

@@ -53,7 +53,7 @@ class _Sent:
     answered_at: float | None = None
     usage: Usage | None = None
     """What its response reported (None until answered)."""
-    measured: _Measured | None = None
+    sizes: _Sizes | None = None
     """Its block sizes, once explained."""
     prewarm: bool = False
     resumed: bool = False
@@ -61,21 +61,36 @@ class _Sent:
 
 
 @dataclass(eq=False, slots=True)
-class _Measured:
-    """A request's canonical size of each block, and their sum."""
+class _Sizes:
+    """The canonical size of each block of a request, and their sum.
 
-    request: ModelRequest
-    total: int
-    earlier: _Measured | None
-    """A request this one extends: its sizes come first, kept by reference rather than copied
-    (a fork sibling's first turn would otherwise copy its family's whole list)."""
+    Kept as a reference to the sizes of a request it extends plus those of the blocks it
+    adds: a fork sibling would otherwise copy its family's whole list, and each turn of an
+    agent its whole history's. No request is kept with them.
+    """
+
+    earlier: _Sizes | None
     added: list[int]
     """The sizes of the blocks after ``earlier``'s (all of them without it)."""
+    total: int
 
-    def sizes(self) -> list[int]:
-        if self.earlier is not None:  # joined once, on first use: most forks never ask
-            self.added, self.earlier = [*self.earlier.sizes(), *self.added], None
-        return self.added
+    def flat(self) -> list[int]:
+        """All the sizes in order, joined once on first use: most requests never need them."""
+        if self.earlier is None:
+            return self.added
+        parts, link = [self.added], self.earlier
+        while link.earlier is not None:  # a loop, not recursion: an agent may have many turns
+            parts.append(link.added)
+            link = link.earlier
+        joined = list(link.added)
+        for part in reversed(parts):
+            joined += part
+        self.earlier, self.added = None, joined
+        return joined
+
+
+_Known = tuple[ModelRequest, _Sizes]
+"""A request that later ones may extend, with its sizes."""
 
 
 class _Source(NamedTuple):
@@ -93,7 +108,7 @@ class _Family:
     entry the others read."""
     shared: ModelRequest | None = None
     """The leader's request cut to what siblings share (``shared_part``), made once."""
-    known: _Measured | None = None
+    known: _Known | None = None
     """The shared part and its block sizes, measured once: a sibling measures only what it adds."""
     source: _Source | None = None
     """What every sibling after the leader is compared with: the shared part, made once."""
@@ -221,7 +236,7 @@ class CacheMonitor:
     ) -> CacheReport:
         source = self._source(agent, sent)
         known = self._known(agent)
-        measured = sent.measured = _measure(sent.request, known)
+        sizes = sent.sizes = _measure(sent.request, known)
         usage, diagnosis = response.usage, response.cache_diagnosis
         if source is None:
             return explain(
@@ -230,18 +245,18 @@ class CacheMonitor:
                 usage,
                 profile=profile,
                 diagnosis=diagnosis,
-                sizes=measured.sizes(),
+                sizes=sizes.flat(),
             )
         elapsed = sent.sent_at - source.sent.sent_at
         ready = _ready(source.sent, sent, profile)
         previous_tokens = _whole_prompt_tokens(source)
-        if known is not None and measured.earlier is known and source.request is known.request:
+        if known is not None and sizes.earlier is known[1] and source.request is known[0]:
             # Measured from the source itself: the prefix is proven and its size known.
             return explain_extension(
                 source.request,
                 usage,
-                shared_bytes=known.total,
-                total_bytes=measured.total,
+                shared_bytes=known[1].total,
+                total_bytes=sizes.total,
                 profile=profile,
                 elapsed=elapsed,
                 cache_ready=ready,
@@ -258,11 +273,11 @@ class CacheMonitor:
             cache_ready=ready,
             diagnosis=diagnosis,
             compared_with=source.label,
-            sizes=measured.sizes(),
+            sizes=sizes.flat(),
             previous_tokens=previous_tokens,
         )
 
-    def _known(self, agent: _Agent) -> _Measured | None:
+    def _known(self, agent: _Agent) -> _Known | None:
         """An earlier request the agent's new one likely extends, with its block sizes.
 
         A sibling's is its family's shared part (the same for every sibling), measured
@@ -271,10 +286,7 @@ class CacheMonitor:
         family = agent.family
         if agent.last is None and family is not None and family.shared is not None:
             if family.known is None:
-                base = _sized(agent.base)
-                known = None if base is None else (base.request, base.sizes())
-                sizes = block_sizes(family.shared, known)
-                family.known = _Measured(family.shared, sum(sizes), None, sizes)
+                family.known = (family.shared, _measure(family.shared, _sized(agent.base)))
             return family.known
         return _sized(agent.last or agent.base)
 
@@ -319,18 +331,18 @@ class CacheMonitor:
             )
 
 
-def _measure(request: ModelRequest, known: _Measured | None) -> _Measured:
+def _measure(request: ModelRequest, known: _Known | None) -> _Sizes:
     """``request``'s block sizes; when it extends ``known``, only the blocks it adds are measured."""
-    added = None if known is None else added_sizes(request, known.request)
+    added = None if known is None else added_sizes(request, known[0])
     if known is None or added is None:
         sizes = block_sizes(request)
-        return _Measured(request, sum(sizes), None, sizes)
-    return _Measured(request, known.total + sum(added), known, added)
+        return _Sizes(None, sizes, sum(sizes))
+    return _Sizes(known[1], added, known[1].total + sum(added))
 
 
-def _sized(sent: _Sent | None) -> _Measured | None:
+def _sized(sent: _Sent | None) -> _Known | None:
     """``sent``'s request with its block sizes, once it has been explained."""
-    return None if sent is None else sent.measured
+    return None if sent is None or sent.sizes is None else (sent.request, sent.sizes)
 
 
 def _whole_prompt_tokens(source: _Source | None) -> int | None:
