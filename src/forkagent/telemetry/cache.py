@@ -170,22 +170,14 @@ def explain(
         return report.build("cold", 0, _minimum_findings(prompt, profile, "the prompt"))
     compared, settings = _settings_change(previous, current)
     if prefix_blocks is not None and settings is None:
-        return report.judge(
-            sum(sizes[:prefix_blocks]),
-            total,
-            previous,
-            previous_tokens,
-            profile=profile,
-            elapsed=elapsed,
-            cache_ready=cache_ready,
-            hit_fraction=hit_fraction,
-        )
-    difference = None if extends(compared, current) else first_difference(compared, current)
-    shared = sum(sizes[: _shared_blocks(compared, difference)])
-    if difference is not None:
-        expected = report.expected(shared, total)
-        finding = _change_finding(difference, compared, current, expected)
-        return report.build("miss", expected, [finding], difference)
+        shared = sum(sizes[:prefix_blocks])
+    else:
+        difference = None if extends(compared, current) else first_difference(compared, current)
+        shared = sum(sizes[: _shared_blocks(compared, difference)])
+        if difference is not None:
+            expected = report.expected(shared, total)
+            finding = _change_finding(difference, compared, current, expected)
+            return report.build("miss", expected, [finding], difference)
     return report.judge(
         shared,
         total,
