@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import TypedDict
 
 import pytest
 
@@ -19,7 +20,13 @@ from forkagent.messages import (
 )
 from forkagent.models.base import ModelProfile
 from forkagent.requests import ModelRequest, ModelSettings, ToolSpec, request_blocks
-from forkagent.telemetry.cache import block_sizes, explain, extension_sizes
+from forkagent.telemetry.cache import (
+    added_sizes,
+    block_sizes,
+    explain,
+    explain_extension,
+    extension_sizes,
+)
 from forkagent.usage import Usage
 
 MODEL = "claude-sonnet-4-6"
@@ -322,3 +329,46 @@ def test_a_prefix_proven_by_extension_sizes_gives_the_same_report(usage: Usage) 
 
     assert proven == explain(PREVIOUS, NEXT, usage, profile=ANTHROPIC)
     assert extension_sizes(request(user("Somewhere else entirely.")), known) is None
+
+
+class _Options(TypedDict, total=False):
+    profile: ModelProfile
+    elapsed: float
+    cache_ready: bool
+    diagnosis: dict[str, JsonValue]
+    compared_with: str
+    previous_tokens: int
+
+
+EXTENSION_CASES: dict[str, tuple[_Options, Usage]] = {
+    "hit": ({}, WARM),
+    "hit by the previous prompt's count": ({"previous_tokens": 1500}, WARM),
+    "cold write": ({}, COLD),
+    "expired": ({"elapsed": 400.0}, COLD),
+    "launched before the cache": ({"cache_ready": False}, COLD),
+    "below the minimum": ({"profile": ModelProfile(provider="x", min_cache_tokens=10**6)}, COLD),
+    "unexplained, with the provider's diagnosis": (
+        {"diagnosis": {"type": "unavailable"}, "compared_with": "the agent's previous request"},
+        COLD,
+    ),
+    "unmeasured": ({}, Usage(output_tokens=3, requests=1)),
+}
+
+
+@pytest.mark.parametrize("case", list(EXTENSION_CASES))
+def test_explain_extension_gives_explains_report(case: str) -> None:
+    """The monitor's path for a proven extension (sizes summed once, nothing compared)
+    must report exactly what the full comparison does, whatever the outcome."""
+    changes, usage = EXTENSION_CASES[case]
+    options: _Options = {"profile": ANTHROPIC, **changes}
+    before = block_sizes(PREVIOUS)
+    added = added_sizes(NEXT, PREVIOUS)
+    assert added is not None
+    assert [*before, *added] == [len(b.data) for b in request_blocks(NEXT)]
+
+    fast = explain_extension(
+        PREVIOUS, usage, shared_bytes=sum(before), total_bytes=sum(before) + sum(added), **options
+    )
+
+    assert fast == explain(PREVIOUS, NEXT, usage, **options)
+    assert added_sizes(request(user("Somewhere else entirely.")), PREVIOUS) is None

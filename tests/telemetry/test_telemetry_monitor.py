@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+import weakref
 
 import pytest
 
+from forkagent._orchestration.fork import fork_base, fork_from
 from forkagent.events import AgentStarted, Event, RequestSent, ResponseReceived
+from forkagent.history import HistoryView
 from forkagent.messages import Message, TextBlock, ToolUseBlock, assistant, tool_result, user
 from forkagent.models.base import ModelProfile, ModelResponse
 from forkagent.requests import BlockPosition, ModelRequest, request_blocks
 from forkagent.telemetry import CacheMonitor, CacheReported
-from forkagent.telemetry.cache import block_sizes
+from forkagent.telemetry.cache import VIEW_MIN, CacheReport, block_sizes, explain
 from forkagent.telemetry.monitor import shared_part
 from forkagent.usage import Usage
 
@@ -166,6 +169,100 @@ def test_a_sibling_sent_after_the_first_response_reads_the_shared_prefix(
     assert monitor.misses() == []
 
 
+@pytest.mark.parametrize("spent", [usage(read=2500, write=100), usage(read=100, write=2500)])
+def test_sizes_kept_by_reference_give_the_reports_of_a_full_comparison(
+    monitor: CacheMonitor, clock: Clock, spent: Usage
+) -> None:
+    """A request that extends the one before keeps only the sizes of the blocks it adds (its
+    earlier request's are referenced, not copied). A family forked after the parent's second
+    turn measures its shared part from that chain, and a leader answered after its sibling is
+    measured from the shared part but compared with the parent's request (all sizes, joined):
+    each report must be what comparing the two requests in full gives."""
+    run_parent(monitor, clock)
+    history = (*PARENT_HISTORY, assistant("Plan ready."), user("Now fork."))
+    parent = request(*history)
+    parent_usage = usage(read=2000, write=50)
+    turn(monitor, "main", parent, parent_usage, number=2)
+    start_fork(monitor, "fork-1")
+    start_fork(monitor, "fork-2")
+    end = BlockPosition(message=4, block=1)
+    leader = request(*history, assistant(CALL), fork_request("A").messages[-1], end=end)
+    sibling = request(*history, assistant(CALL), fork_request("B").messages[-1], end=end)
+    monitor(RequestSent("fork-1", 0, leader))
+    monitor(RequestSent("fork-2", 0, sibling))
+    clock.now += 1.0
+    monitor(ResponseReceived("fork-2", 1, response(spent), 1.0))
+    monitor(ResponseReceived("fork-1", 1, response(spent), 1.0))
+
+    anthropic = PROFILES[MODEL]
+    first_sibling = explain(
+        shared_part(leader),
+        sibling,
+        spent,
+        profile=anthropic,
+        elapsed=0.0,
+        cache_ready=False,  # sent before the leader's response
+        compared_with="fork fork-1's shared prefix",
+    )
+    then_leader = explain(
+        parent,
+        leader,
+        spent,
+        profile=anthropic,
+        elapsed=0.0,
+        compared_with="parent main's last request",
+        previous_tokens=parent_usage.prompt_tokens,
+    )
+    assert [e.report for e in monitor.reports()[2:]] == [first_sibling, then_leader]
+
+
+def test_a_long_conversation_keeps_no_earlier_request_and_its_forks_are_measured(
+    monitor: CacheMonitor, clock: Clock
+) -> None:
+    """Each turn's sizes reference the turn before's, never its request: after 1,500 turns
+    only the last request is kept. Forks of it, the leader answered after its sibling (so its
+    sizes are joined in full, through every turn: a loop, not a recursion), report what
+    comparing the requests in full gives."""
+    run_parent(monitor, clock)
+    history = HistoryView(PARENT_HISTORY)
+    first: weakref.ref[ModelRequest] | None = None
+    for n in range(1500):
+        history = history.extended((assistant(f"Done {n}."), user(f"Next {n}.")))
+        sent = request().model_copy(update={"messages": history})
+        first = first or weakref.ref(sent)
+        turn(monitor, "main", sent, usage(read=2000, write=20), number=n + 2)
+    assert first is not None
+    assert first() is None
+    start_fork(monitor, "fork-1")
+    start_fork(monitor, "fork-2")
+    end = BlockPosition(message=len(history) + 1, block=1)
+    leader, sibling = (
+        request(end=end).model_copy(
+            update={"messages": history.extended((assistant(CALL), fork_request(d).messages[-1]))}
+        )
+        for d in ("A", "B")
+    )
+    monitor(RequestSent("fork-1", 0, leader))
+    monitor(RequestSent("fork-2", 0, sibling))
+    monitor(ResponseReceived("fork-2", 1, response(usage(read=2000, write=900)), 1.0))
+    monitor(ResponseReceived("fork-1", 1, response(usage(read=2000, write=900)), 1.0))
+
+    reports = [e.report for e in monitor.reports()[-2:]]
+    assert [r.compared_with for r in reports] == [
+        "fork fork-1's shared prefix",
+        "parent main's last request",
+    ]
+    assert reports[1] == explain(
+        sent,
+        leader,
+        usage(read=2000, write=900),
+        profile=PROFILES[MODEL],
+        elapsed=0.0,
+        compared_with="parent main's last request",
+        previous_tokens=usage(read=2000, write=20).prompt_tokens,
+    )
+
+
 def test_reports_reach_the_callback_and_carry_the_providers_diagnosis(clock: Clock) -> None:
     seen: list[CacheReported] = []
     monitor = CacheMonitor(profiles=PROFILES, clock=clock, on_report=seen.append)
@@ -221,3 +318,48 @@ def test_siblings_are_measured_from_their_familys_shared_part() -> None:
         fork_request("check module D", system="Another system prompt."),
     ):
         assert block_sizes(child, known) == [len(b.data) for b in request_blocks(child)]
+
+
+def _long_family_reports(*, views: bool) -> list[CacheReport]:
+    """A parent past ``VIEW_MIN`` messages and four forks of it, one with an edited history;
+    the requests' messages as shared views (as the runtime sends them) or as tuples."""
+    history = HistoryView(
+        m for n in range(VIEW_MIN) for m in (user(f"Step {n}."), assistant(f"Done {n}."))
+    )
+    parent = (*history, user("Now fork."), assistant(CALL))
+    base = fork_base(HistoryView(parent))
+    forks = [fork_from(base, directive) for directive in ("A", "B", "C", "D")]
+    edited = (
+        forks[3]
+        .messages.prefix(0)
+        .extended((*history[:10], user("Step 5, edited."), *forks[3].messages[11:]))
+    )
+    clock = Clock()
+    monitor = CacheMonitor(profiles=PROFILES, clock=clock)
+    monitor(AgentStarted("main", None, "main", "main", False))
+    turn(monitor, "main", request(*parent[:-1]), usage(write=9000))
+    for n, (forked, messages) in enumerate(
+        [(f, f.messages) for f in forks[:3]] + [(forks[3], edited)], start=1
+    ):
+        start_fork(monitor, f"fork-{n}")
+        sent = messages if views else tuple(messages)
+        child = ModelRequest(model=MODEL, system=SYSTEM, shared_prefix_end=forked.shared_prefix_end)
+        clock.now += 1.0
+        spent = usage(read=9000, write=300) if n < 4 else usage(read=20, write=9300)
+        turn(monitor, f"fork-{n}", child.model_copy(update={"messages": sent}), spent)
+    return [explained.report for explained in monitor.reports()]
+
+
+def test_a_long_family_compared_by_shared_views_reports_what_tuples_do() -> None:
+    """Past ``VIEW_MIN`` messages, a family's shared part is a view sharing the siblings'
+    chunks, and their prefixes are compared by those chunks, unread: every report must be
+    the one the same requests as tuples (compared item by item) give."""
+    forked = fork_from(fork_base(HistoryView(user(f"{n}") for n in range(VIEW_MIN + 2))), "A")
+    child = request(end=forked.shared_prefix_end).model_copy(update={"messages": forked.messages})
+    assert isinstance(shared_part(child).messages, HistoryView)  # the path under test
+
+    by_views = _long_family_reports(views=True)
+
+    assert by_views == _long_family_reports(views=False)
+    assert [r.status for r in by_views] == ["cold", "hit", "hit", "hit", "miss"]
+    assert by_views[-1].reasons == ("messages_changed",)

@@ -18,6 +18,7 @@ from typing import Literal, TypeAlias
 
 from pydantic import TypeAdapter
 
+from ..history import HistoryView
 from ..messages import ContentBlock, JsonValue, Message
 from ..models._shared import HEAD_MIN, SharedHeads, SharedRenderings
 from ..models.base import ModelProfile
@@ -66,6 +67,8 @@ _PROVIDER_TYPES = {
     "unavailable": "it has no diagnosis for this request",
 }
 _EXCERPT = 24
+VIEW_MIN = 256
+"""Message prefixes at most this long compare faster as tuples (in C) than as shared views."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,30 +163,65 @@ def explain(
     compared again.
     """
     sizes = block_sizes(current) if sizes is None else sizes
-    total = sum(sizes)
     report = _Report(usage, usage.prompt_tokens, compared_with, diagnosis)
-    per_byte = _tokens_per_byte(report.prompt, total)
+    total = sum(sizes)
     if previous is None:
-        prompt = report.prompt or round(total * per_byte)
+        prompt = report.prompt or round(total * _tokens_per_byte(report.prompt, total))
         return report.build("cold", 0, _minimum_findings(prompt, profile, "the prompt"))
     compared, settings = _settings_change(previous, current)
     if prefix_blocks is not None and settings is None:
-        difference, shared = None, prefix_blocks
+        shared = sum(sizes[:prefix_blocks])
     else:
         difference = None if extends(compared, current) else first_difference(compared, current)
-        shared = _shared_blocks(compared, difference)
-    expected = round(sum(sizes[:shared]) * per_byte)
-    if difference is None and previous_tokens and usage.cache_read_tokens >= previous_tokens:
-        return report.build("hit", previous_tokens)
-    if difference is not None:
-        finding = _change_finding(difference, compared, current, expected)
-        return report.build("miss", expected, [finding], difference)
-    if usage.cache_read_tokens >= hit_fraction * expected:
-        return report.build("hit", expected)
-    findings = _shortfall_findings(expected, profile, previous, elapsed, cache_ready)
-    if settings is not None and findings[0].reason == "unexplained":
-        return report.build("miss", expected, [_settings_finding(settings)], settings)
-    return report.build("miss", expected, findings)
+        shared = sum(sizes[: _shared_blocks(compared, difference)])
+        if difference is not None:
+            expected = report.expected(shared, total)
+            finding = _change_finding(difference, compared, current, expected)
+            return report.build("miss", expected, [finding], difference)
+    return report.judge(
+        shared,
+        total,
+        previous,
+        previous_tokens,
+        settings,
+        profile=profile,
+        elapsed=elapsed,
+        cache_ready=cache_ready,
+        hit_fraction=hit_fraction,
+    )
+
+
+def explain_extension(
+    previous: ModelRequest,
+    usage: Usage,
+    *,
+    shared_bytes: int,
+    total_bytes: int,
+    profile: ModelProfile,
+    elapsed: float | None = None,
+    cache_ready: bool = True,
+    diagnosis: Mapping[str, JsonValue] | None = None,
+    compared_with: str | None = None,
+    hit_fraction: float = HIT_FRACTION,
+    previous_tokens: int | None = None,
+) -> CacheReport:
+    """``explain`` for a request proven to extend ``previous`` (``added_sizes``), from sizes alone.
+
+    ``shared_bytes`` is the canonical size of ``previous``'s blocks, ``total_bytes`` that of the
+    current request's: nothing is compared or summed again, so a fork sibling measured from its
+    family's shared part costs only what it adds. The report is the one ``explain`` gives.
+    """
+    report = _Report(usage, usage.prompt_tokens, compared_with, diagnosis)
+    return report.judge(
+        shared_bytes,
+        total_bytes,
+        previous,
+        previous_tokens,
+        profile=profile,
+        elapsed=elapsed,
+        cache_ready=cache_ready,
+        hit_fraction=hit_fraction,
+    )
 
 
 def _settings_change(
@@ -211,6 +249,35 @@ class _Report:
     """``usage.prompt_tokens``, summed once."""
     compared_with: str | None
     diagnosis: Mapping[str, JsonValue] | None
+
+    def expected(self, shared_bytes: int, total_bytes: int) -> int:
+        """The tokens of the shared bytes, scaled by the prompt size the provider counted."""
+        return round(shared_bytes * _tokens_per_byte(self.prompt, total_bytes))
+
+    def judge(
+        self,
+        shared_bytes: int,
+        total_bytes: int,
+        previous: ModelRequest,
+        previous_tokens: int | None,
+        settings: Difference | None = None,
+        *,
+        profile: ModelProfile,
+        elapsed: float | None,
+        cache_ready: bool,
+        hit_fraction: float,
+    ) -> CacheReport:
+        """The report of a request that extends ``previous`` but for a ``settings`` change."""
+        expected = self.expected(shared_bytes, total_bytes)
+        read = self.usage.cache_read_tokens
+        if previous_tokens and read >= previous_tokens:
+            return self.build("hit", previous_tokens)
+        if read >= hit_fraction * expected:
+            return self.build("hit", expected)
+        findings = _shortfall_findings(expected, profile, previous, elapsed, cache_ready)
+        if settings is not None and findings[0].reason == "unexplained":
+            return self.build("miss", expected, [_settings_finding(settings)], settings)
+        return self.build("miss", expected, findings)
 
     def build(
         self,
@@ -259,9 +326,16 @@ def extension_sizes(
     rendering only the blocks it adds; None when ``request`` does not extend it (``extends``:
     its last message may be cut, as a family's shared part is)."""
     earlier, sizes = known
+    added = added_sizes(request, earlier)
+    return None if added is None else [*sizes, *added]
+
+
+def added_sizes(request: ModelRequest, earlier: ModelRequest) -> list[int] | None:
+    """``block_sizes`` of the blocks ``request`` adds to ``earlier``, or None when it does not
+    extend it (``extends``)."""
     if not extends(earlier, request):
         return None
-    out = list(sizes)
+    out: list[int] = []
     before, messages = earlier.messages, request.messages
     count, total = len(before), len(messages)
     if count:  # the rest of a cut last message: what a sibling adds to its family's part
@@ -342,8 +416,17 @@ def extends(previous: ModelRequest, current: ModelRequest) -> bool:
     if not before:
         return True
     last = len(before) - 1
-    # Tuples compare item by item in C, each identical item at once (equal ones render alike).
-    return before[:last] == after[:last] and _starts(before[last], after[last])
+    return _same_messages(before, after, last) and _starts(before[last], after[last])
+
+
+def _same_messages(before: Sequence[Message], after: Sequence[Message], count: int) -> bool:
+    """Whether the first ``count`` messages are the same (identical or equal: equal ones render
+    alike). Two long views skip the chunks they share unread (a fork's history and its family's
+    shared part share all but their last few), so this costs O(log n), not O(n)."""
+    if count > VIEW_MIN and isinstance(before, HistoryView) and isinstance(after, HistoryView):
+        return before.prefix(count).common_length(after) == count
+    # Tuples compare item by item in C, each identical item at once.
+    return before[:count] == after[:count]
 
 
 def _starts(cut: Message, whole: Message) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -29,10 +29,12 @@ from ..events import (
     RequestSent,
     ResponseReceived,
 )
+from ..history import HistoryView
+from ..messages import Message
 from ..models.base import ModelProfile, ModelResponse
 from ..requests import ModelRequest
 from ..usage import Usage
-from .cache import CacheReport, block_sizes, explain, extension_sizes
+from .cache import VIEW_MIN, CacheReport, added_sizes, block_sizes, explain, explain_extension
 
 logger = logging.getLogger("forkagent.cache")
 
@@ -51,11 +53,44 @@ class _Sent:
     answered_at: float | None = None
     usage: Usage | None = None
     """What its response reported (None until answered)."""
-    sizes: list[int] | None = None
-    """The canonical size of each block, once explained."""
+    sizes: _Sizes | None = None
+    """Its block sizes, once explained."""
     prewarm: bool = False
     resumed: bool = False
     """Sent before the agent was resumed: known from its transcript, not seen here."""
+
+
+@dataclass(eq=False, slots=True)
+class _Sizes:
+    """The canonical size of each block of a request, and their sum.
+
+    Kept as a reference to the sizes of a request it extends plus those of the blocks it
+    adds: a fork sibling would otherwise copy its family's whole list, and each turn of an
+    agent its whole history's. No request is kept with them.
+    """
+
+    earlier: _Sizes | None
+    added: list[int]
+    """The sizes of the blocks after ``earlier``'s (all of them without it)."""
+    total: int
+
+    def flat(self) -> list[int]:
+        """All the sizes in order, joined once on first use: most requests never need them."""
+        if self.earlier is None:
+            return self.added
+        parts, link = [self.added], self.earlier
+        while link.earlier is not None:  # a loop, not recursion: an agent may have many turns
+            parts.append(link.added)
+            link = link.earlier
+        joined = list(link.added)
+        for part in reversed(parts):
+            joined += part
+        self.earlier, self.added = None, joined
+        return joined
+
+
+_Known = tuple[ModelRequest, _Sizes]
+"""A request that later ones may extend, with its sizes."""
 
 
 class _Source(NamedTuple):
@@ -73,7 +108,7 @@ class _Family:
     entry the others read."""
     shared: ModelRequest | None = None
     """The leader's request cut to what siblings share (``shared_part``), made once."""
-    known: tuple[ModelRequest, list[int]] | None = None
+    known: _Known | None = None
     """The shared part and its block sizes, measured once: a sibling measures only what it adds."""
     source: _Source | None = None
     """What every sibling after the leader is compared with: the shared part, made once."""
@@ -201,27 +236,48 @@ class CacheMonitor:
     ) -> CacheReport:
         source = self._source(agent, sent)
         known = self._known(agent)
-        sizes = None if known is None else extension_sizes(sent.request, known)
-        sent.sizes = block_sizes(sent.request) if sizes is None else sizes
-        prefix = None
-        if sizes is not None and known is not None and source is not None:
-            # Measured from the source itself: the prefix they share is proven already.
-            prefix = len(known[1]) if source.request is known[0] else None
+        sizes = sent.sizes = _measure(sent.request, known)
+        usage, diagnosis = response.usage, response.cache_diagnosis
+        if source is None:
+            return explain(
+                None,
+                sent.request,
+                usage,
+                profile=profile,
+                diagnosis=diagnosis,
+                sizes=sizes.flat(),
+            )
+        elapsed = sent.sent_at - source.sent.sent_at
+        ready = _ready(source.sent, sent, profile)
+        previous_tokens = _whole_prompt_tokens(source)
+        if known is not None and sizes.earlier is known[1] and source.request is known[0]:
+            # Measured from the source itself: the prefix is proven and its size known.
+            return explain_extension(
+                source.request,
+                usage,
+                shared_bytes=known[1].total,
+                total_bytes=sizes.total,
+                profile=profile,
+                elapsed=elapsed,
+                cache_ready=ready,
+                diagnosis=diagnosis,
+                compared_with=source.label,
+                previous_tokens=previous_tokens,
+            )
         return explain(
-            None if source is None else source.request,
+            source.request,
             sent.request,
-            response.usage,
+            usage,
             profile=profile,
-            elapsed=None if source is None else sent.sent_at - source.sent.sent_at,
-            cache_ready=source is None or _ready(source.sent, sent, profile),
-            diagnosis=response.cache_diagnosis,
-            compared_with=None if source is None else source.label,
-            sizes=sent.sizes,
-            previous_tokens=_whole_prompt_tokens(source),
-            prefix_blocks=prefix,
+            elapsed=elapsed,
+            cache_ready=ready,
+            diagnosis=diagnosis,
+            compared_with=source.label,
+            sizes=sizes.flat(),
+            previous_tokens=previous_tokens,
         )
 
-    def _known(self, agent: _Agent) -> tuple[ModelRequest, list[int]] | None:
+    def _known(self, agent: _Agent) -> _Known | None:
         """An earlier request the agent's new one likely extends, with its block sizes.
 
         A sibling's is its family's shared part (the same for every sibling), measured
@@ -230,8 +286,7 @@ class CacheMonitor:
         family = agent.family
         if agent.last is None and family is not None and family.shared is not None:
             if family.known is None:
-                sizes = block_sizes(family.shared, _sized(agent.base))
-                family.known = (family.shared, sizes)
+                family.known = (family.shared, _measure(family.shared, _sized(agent.base)))
             return family.known
         return _sized(agent.last or agent.base)
 
@@ -276,7 +331,16 @@ class CacheMonitor:
             )
 
 
-def _sized(sent: _Sent | None) -> tuple[ModelRequest, list[int]] | None:
+def _measure(request: ModelRequest, known: _Known | None) -> _Sizes:
+    """``request``'s block sizes; when it extends ``known``, only the blocks it adds are measured."""
+    added = None if known is None else added_sizes(request, known[0])
+    if known is None or added is None:
+        sizes = block_sizes(request)
+        return _Sizes(None, sizes, sum(sizes))
+    return _Sizes(known[1], added, known[1].total + sum(added))
+
+
+def _sized(sent: _Sent | None) -> _Known | None:
     """``sent``'s request with its block sizes, once it has been explained."""
     return None if sent is None or sent.sizes is None else (sent.request, sent.sizes)
 
@@ -314,10 +378,14 @@ def shared_part(request: ModelRequest) -> ModelRequest:
     part) is dropped.
     """
     end = request.shared_prefix_end
+    messages = request.messages
     if end is None:
-        messages = request.messages[:-1]
+        return request.model_copy(update={"messages": messages[:-1], "shared_prefix_end": None})
+    last = messages[end.message]
+    cut = last.model_copy(update={"content": last.content[: end.block + 1]})
+    if end.message > VIEW_MIN and isinstance(messages, HistoryView):
+        # A view sharing the request's chunks: a long prefix is then compared in O(log n).
+        shared: Sequence[Message] = messages.prefix(end.message).extended((cut,))
     else:
-        last = request.messages[end.message]
-        cut = last.model_copy(update={"content": last.content[: end.block + 1]})
-        messages = (*request.messages[: end.message], cut)
-    return request.model_copy(update={"messages": messages, "shared_prefix_end": None})
+        shared = (*messages[: end.message], cut)
+    return request.model_copy(update={"messages": shared, "shared_prefix_end": None})
