@@ -137,8 +137,7 @@ def fork_from(base: ForkBase, directive: str) -> ForkedHistory:
 
     The last message is a copy of the family's, its blocks not validated again
     (they were, once): O(1) per child instead of O(placeholders). It is made as
-    ``model_copy`` would make it, without pydantic's generic copy (a third of a fork's
-    own construction).
+    ``model_copy`` would make it, without pydantic's generic copy (about 1 us less).
     """
     text = TextBlock(text=directive_text(directive))
     values = {**base.last.__dict__, "content": (*base.head, text)}

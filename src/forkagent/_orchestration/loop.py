@@ -99,7 +99,7 @@ class Notification:
 
 _new_request = trusted(ModelRequest)
 _REQUEST_FIELDS = frozenset(ModelRequest.model_fields)
-"""``build_request`` sets every field, as ``model_construct`` given them all records."""
+"""The fields a request is given: all of them, as ``model_construct`` records when given all."""
 
 _NO_USAGE = Usage()
 """Every run's usage before its first response: one frozen value, not one per run."""
