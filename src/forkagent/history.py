@@ -228,7 +228,8 @@ class History(MutableSequence[T]):
         return self._frozen is view
 
     def __len__(self) -> int:
-        return len(self._frozen) + len(self._tail)
+        ends = self._frozen._ends  # the view's length, without a call: asked on every turn
+        return (ends[-1] if ends else 0) + len(self._tail)
 
     @overload
     def __getitem__(self, index: int) -> T: ...
@@ -244,7 +245,8 @@ class History(MutableSequence[T]):
                 return list(self)[index]
             head = self._frozen[start : min(stop, frozen)]
             return [*head, *self._tail[max(start - frozen, 0) : max(stop - frozen, 0)]]
-        position = _position(index, len(self), "history index out of range")
+        size = frozen + len(self._tail)  # not len(self): the view's length is known already
+        position = _position(index, size, "history index out of range")
         return self._tail[position - frozen] if position >= frozen else self._frozen[position]
 
     @overload

@@ -62,8 +62,9 @@ class ModelSettings(_Frozen):
 def _messages_schema(source: object, handler: GetCoreSchemaHandler) -> CoreSchema:
     """Validated into a tuple, as before; serialized from any sequence of messages.
 
-    The runtime builds requests with ``model_construct`` around a shared
-    ``HistoryView``, which must dump byte for byte like the equal tuple.
+    The runtime builds requests without validating them (as ``model_construct``
+    would) around a shared ``HistoryView``, which must dump byte for byte like the
+    equal tuple.
     """
     as_tuple = handler.generate_schema(tuple[Message, ...])
     return core_schema.json_or_python_schema(

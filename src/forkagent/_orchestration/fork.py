@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .._construct import trusted
 from ..history import HistoryView, freeze
 from ..messages import (
     AssistantMessage,
@@ -94,6 +95,7 @@ class ForkBase:
 
 
 _RULES_BLOCK = TextBlock(text=FORK_RULES)
+_new_user_message = trusted(UserMessage)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -134,10 +136,12 @@ def fork_from(base: ForkBase, directive: str) -> ForkedHistory:
     """One child's history: the family's shared part, then its directive.
 
     The last message is a copy of the family's, its blocks not validated again
-    (they were, once): O(1) per child instead of O(placeholders).
+    (they were, once): O(1) per child instead of O(placeholders). It is made as
+    ``model_copy`` would make it, without pydantic's generic copy (about 1 us less).
     """
     text = TextBlock(text=directive_text(directive))
-    last = base.last.model_copy(update={"content": (*base.head, text)})
+    values = {**base.last.__dict__, "content": (*base.head, text)}
+    last = _new_user_message(values, set(base.last.model_fields_set))
     return ForkedHistory(base.messages.extended((last,)), base.position)
 
 

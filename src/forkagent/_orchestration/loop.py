@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeGuard
 
+from .._construct import trusted
 from ..errors import BudgetExceededError, ModelError, ToolError
 from ..events import (
     AgentKind,
@@ -95,6 +96,10 @@ class Notification:
     task_id: str
     block: TextBlock
 
+
+_new_request = trusted(ModelRequest)
+_REQUEST_FIELDS = frozenset(ModelRequest.model_fields)
+"""The fields a request is given: all of them, as ``model_construct`` records when given all."""
 
 _NO_USAGE = Usage()
 """Every run's usage before its first response: one frozen value, not one per run."""
@@ -215,15 +220,16 @@ class AgentRun:
         return ""
 
     def build_request(self) -> ModelRequest:
-        # model_construct: the parts are already validated values; this is the hot path.
-        return ModelRequest.model_construct(
-            model=self.model.name,
-            system=self.system,
-            tools=self.tool_specs,
-            messages=self.messages.snapshot(),
-            settings=self.settings,
-            shared_prefix_end=self.shared_prefix_end,
-        )
+        # Not validated: the parts are already valid values, and this is the hot path.
+        values: dict[str, object] = {
+            "model": self.model.name,
+            "system": self.system,
+            "tools": self.tool_specs,
+            "messages": self.messages.snapshot(),
+            "settings": self.settings,
+            "shared_prefix_end": self.shared_prefix_end,
+        }
+        return _new_request(values, set(_REQUEST_FIELDS))
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,10 +193,13 @@ class Runtime:
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     cache_monitor: CacheMonitor = field(init=False)
     """Explains every response's cache use; its reports go out as ``CacheReported``."""
+    _emit: Callable[[Event], None] = field(init=False, repr=False)
+    """``emit`` bound once, for every run: not one bound method kept per run."""
 
     def __post_init__(self) -> None:
         # Its own reports go to the listeners only: the monitor has nothing to do with them.
         self.cache_monitor = CacheMonitor(on_report=self._tell_listeners)
+        self._emit = self.emit
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -213,7 +216,7 @@ class Runtime:
         return f"{kind}-{next(self._ids)}-{random.getrandbits(24):06x}"
 
     def adopt(self, run: AgentRun) -> AgentRun:
-        run.emit = self.emit
+        run.emit = self._emit
         run.runtime = self
         self.runs[run.id] = run
         self.cache_monitor.set_profile(run.model.name, run.model.profile)

@@ -27,7 +27,10 @@ class SharedRenderings(Generic[K, T]):
     """One rendering per live (frozen) object, dropped when the object is."""
 
     def __init__(self) -> None:
-        self._by_id: dict[int, tuple[weakref.ref[K], T]] = {}
+        self._by_id: dict[int, tuple[weakref.KeyedRef[int, K], T]] = {}
+        # One callback for every entry; the key rides on its reference (a closure per entry
+        # would be four more objects kept, for the collector to walk, per rendered object).
+        self._drop = self._forget
 
     def get(self, item: K, render: Callable[[K], T]) -> T:
         key = id(item)
@@ -35,19 +38,16 @@ class SharedRenderings(Generic[K, T]):
         if found is not None and found[0]() is item:
             return found[1]
         rendered = render(item)
-        self._by_id[key] = (weakref.ref(item, self._forget(key)), rendered)
+        self._by_id[key] = (weakref.KeyedRef(item, self._drop, key), rendered)
         return rendered
 
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def _forget(self, key: int) -> Callable[[weakref.ref[K]], None]:
-        def forget(gone: weakref.ref[K]) -> None:
-            found = self._by_id.get(key)
-            if found is not None and found[0] is gone:  # not a newer object with the same id
-                del self._by_id[key]
-
-        return forget
+    def _forget(self, gone: weakref.KeyedRef[int, K]) -> None:
+        found = self._by_id.get(gone.key)
+        if found is not None and found[0] is gone:  # not a newer object with the same id
+            del self._by_id[gone.key]
 
 
 HEAD_MIN = 8

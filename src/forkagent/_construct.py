@@ -1,0 +1,46 @@
+"""Pydantic models made from values that are already valid, on the runtime's hot path.
+
+Every fork makes one request and one last message out of parts that were validated
+when they were first made. ``model_construct`` would skip validating them again, but
+it still walks every field's aliases and defaults in Python on each call (about 2 us
+for a request). A ``trusted`` constructor sets the four attributes ``model_construct``
+sets, and nothing else, in a fraction of that. Its tests keep the two equal,
+attribute for attribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+M = TypeVar("M", bound=BaseModel)
+
+_set_attribute = object.__setattr__  # what pydantic itself uses: the models are frozen
+
+
+def trusted(cls: type[M]) -> Callable[[dict[str, object], set[str]], M]:
+    """A constructor of ``cls`` from ``values`` (every field, in declaration order) and the
+    names of the fields the caller set, validating nothing.
+
+    Only for what ``model_construct`` builds with these four attributes alone: a model
+    without extra fields, private attributes or a post-init hook (refused otherwise).
+    """
+    if (
+        cls.model_config.get("extra") == "allow"
+        or cls.__private_attributes__
+        or cls.__pydantic_post_init__ is not None
+        or cls.__pydantic_root_model__
+    ):
+        raise TypeError(f"{cls.__name__} needs pydantic's own model_construct")
+
+    def construct(values: dict[str, object], fields_set: set[str]) -> M:
+        model = cls.__new__(cls)
+        _set_attribute(model, "__dict__", values)
+        _set_attribute(model, "__pydantic_fields_set__", fields_set)
+        _set_attribute(model, "__pydantic_extra__", None)
+        _set_attribute(model, "__pydantic_private__", None)
+        return model
+
+    return construct
