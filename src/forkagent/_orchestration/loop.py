@@ -89,6 +89,16 @@ ToolGate = Callable[["AgentRun", ToolUseBlock], Awaitable[str | None]]
 """Returns a refusal message for a call, or None to let it run."""
 
 
+class Report(Protocol):
+    """What waits in a parent's inbox: whose report it is, and the block its next turn reads."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def block(self) -> TextBlock: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Notification:
     """A finished background child's report, waiting for its parent's next turn."""
@@ -139,7 +149,7 @@ class AgentRun:
     last_request: ModelRequest | None = None
     """The cache-safe snapshot: the last request actually sent."""
     last_usage: Usage | None = None
-    inbox: list[Notification] = field(default_factory=list)
+    inbox: list[Report] = field(default_factory=list)
     """Notifications to add to the conversation at the next turn boundary."""
     family: ForkFamily | None = None
     """Set on a fork child until its first request: orders it among its siblings."""

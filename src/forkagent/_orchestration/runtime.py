@@ -40,7 +40,6 @@ from .fork import ForkBase, cache_key_hash, fork_base, fork_from, is_fork_histor
 from .loop import (
     AgentRun,
     LoopOutcome,
-    Notification,
     ToolGate,
     close_pending,
     has_hooks,
@@ -635,23 +634,7 @@ class Runtime:
         parent = self.runs.get(task.run.parent_id or "")
         if parent is None:
             return
-        worktree = (
-            f"{result.worktree_path} (branch {result.worktree_branch})"
-            if result.worktree_path
-            else None
-        )
-        text = notification_text(
-            task_id=task.id,
-            status=result.status,
-            label=task.label,
-            result=result.output,
-            usage=result.usage,
-            turns=result.turns,
-            seconds=result.seconds,
-            error=result.error,
-            worktree=worktree,
-        )
-        parent.inbox.append(Notification(task.id, TextBlock(text=text)))
+        parent.inbox.append(_ChildReport(task.label, result))
         self._signal(parent).set()
         if parent.parent_id is None and self.on_notification is not None:
             self.on_notification(parent)
@@ -700,6 +683,41 @@ class Runtime:
         """Wait until no child task is running."""
         while pending := [t._task for t in self.tasks.values() if t._task and not t._task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _ChildReport:
+    """A background child's notification, its text written when the parent's turn reads it:
+    a report waits for that turn (or for none, when the session ends first), and its
+    frozen result gives the same text then as now."""
+
+    label: str
+    result: TaskResult
+
+    @property
+    def task_id(self) -> str:
+        return self.result.task_id
+
+    @property
+    def block(self) -> TextBlock:
+        result = self.result
+        worktree = (
+            f"{result.worktree_path} (branch {result.worktree_branch})"
+            if result.worktree_path
+            else None
+        )
+        text = notification_text(
+            task_id=result.task_id,
+            status=result.status,
+            label=self.label,
+            result=result.output,
+            usage=result.usage,
+            turns=result.turns,
+            seconds=result.seconds,
+            error=result.error,
+            worktree=worktree,
+        )
+        return TextBlock(text=text)
 
 
 def _add_to_last_message(run: AgentRun, *texts: str) -> None:
