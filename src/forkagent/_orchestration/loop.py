@@ -386,7 +386,16 @@ async def _request(run: AgentRun) -> ModelResponse:
     caller = CALLER.set(Caller(run.id, run.label, run.kind, run.turns + 1))
     try:
         with request_timeout(run.timeout):
-            response = await _send(run, request)
+            if (family := run.family) is not None and not family.lead_or_wait(run.id):
+                # A sibling waits here for its leader, then sends as ``send_in_family``
+                # would: no coroutine of the family's around the whole of its request.
+                run.family = None
+                if (release := family.wait()) is not None:
+                    await release
+                run.emit(RequestSent(run.id, run.turns, request))
+                response = await run.model.request(request)
+            else:
+                response = await _send(run, request)
     except TimeoutError:
         raise ModelError(
             f"{run.model.spec} did not answer within {run.timeout}s; "
@@ -410,7 +419,7 @@ def _charge(run: AgentRun, usage: Usage, *, turn: bool) -> None:
 
 def _send(run: AgentRun, request: ModelRequest) -> Awaitable[ModelResponse]:
     """The request's reply, to await at once (a plain function: one coroutine layer fewer on
-    every resumption of the request)."""
+    every resumption of the request); a family's leader goes through ``send_in_family``."""
     family, run.family = run.family, None
     sent = RequestSent(run.id, run.turns, request)
     if family is None:
