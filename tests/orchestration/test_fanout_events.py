@@ -13,6 +13,7 @@ from forkagent import Agent, RuntimeOptions
 from forkagent._orchestration import runtime as runtime_module
 from forkagent._orchestration.fanout import ForkFamily, send_in_family
 from forkagent._orchestration.fork import cache_key_hash
+from forkagent._orchestration.runtime import ForkParams
 from forkagent._orchestration.tasks import AgentTask
 from forkagent.emulator import Emulator, Latency
 from forkagent.emulator.timing import NO_LATENCY
@@ -300,3 +301,38 @@ async def test_a_sibling_cancelled_while_it_waits_leaves_the_others_to_be_releas
     ]
     assert sent == ["a", "b", "d"]
     assert family.wait() is None  # released: a late sibling does not wait at all
+
+
+async def test_a_runtime_sibling_waits_for_the_release_under_its_timeout_and_cancel(
+    tmp_path: Path,
+) -> None:
+    """The runtime's siblings wait in the turn loop itself: a cancelled one ends cancelled
+    without sending, one past its wall-time limit times out, the others go once released."""
+    leader_release = asyncio.Event()
+    sent: list[str] = []
+
+    async def answer(request: ModelRequest) -> str:
+        if request.messages[-1].text.endswith("lead"):
+            await leader_release.wait()
+        return "done"
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, RequestSent) and event.agent_id.startswith("fork"):
+            sent.append(event.agent_id)
+
+    model = FunctionModel(answer)
+    model.profile = ModelProfile(provider="test", warmup="first_response_ends")
+    agent = make_agent(model, tmp_path, listeners=[on_event])
+    async with agent.session() as session:
+        await session.send("plan")
+        lead, waits, cancelled = await session.fork(["lead", "waits", "cancelled"], background=True)
+        slow = await session.fork([ForkParams("slow", timeout=0.05)], background=True)
+        await asyncio.sleep(0.01)
+        assert sent == [lead.id]
+        session.cancel(cancelled.id)
+        timed_out = await slow[0].wait()
+        leader_release.set()
+        results = [await t.wait() for t in (lead, waits, cancelled)]
+    assert [r.status for r in results] == ["completed", "completed", "cancelled"]
+    assert timed_out.status == "timed_out"
+    assert sent == [lead.id, waits.id]

@@ -89,6 +89,16 @@ ToolGate = Callable[["AgentRun", ToolUseBlock], Awaitable[str | None]]
 """Returns a refusal message for a call, or None to let it run."""
 
 
+class Report(Protocol):
+    """What waits in a parent's inbox: whose report it is, and the block its next turn reads."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def block(self) -> TextBlock: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Notification:
     """A finished background child's report, waiting for its parent's next turn."""
@@ -139,7 +149,7 @@ class AgentRun:
     last_request: ModelRequest | None = None
     """The cache-safe snapshot: the last request actually sent."""
     last_usage: Usage | None = None
-    inbox: list[Notification] = field(default_factory=list)
+    inbox: list[Report] = field(default_factory=list)
     """Notifications to add to the conversation at the next turn boundary."""
     family: ForkFamily | None = None
     """Set on a fork child until its first request: orders it among its siblings."""
@@ -376,7 +386,16 @@ async def _request(run: AgentRun) -> ModelResponse:
     caller = CALLER.set(Caller(run.id, run.label, run.kind, run.turns + 1))
     try:
         with request_timeout(run.timeout):
-            response = await _send(run, request)
+            if (family := run.family) is not None and not family.lead_or_wait(run.id):
+                # A sibling waits here for its leader, then sends as ``send_in_family``
+                # would: no coroutine of the family's around the whole of its request.
+                run.family = None
+                if (release := family.wait()) is not None:
+                    await release
+                run.emit(RequestSent(run.id, run.turns, request))
+                response = await run.model.request(request)
+            else:
+                response = await _send(run, request)
     except TimeoutError:
         raise ModelError(
             f"{run.model.spec} did not answer within {run.timeout}s; "
@@ -400,7 +419,7 @@ def _charge(run: AgentRun, usage: Usage, *, turn: bool) -> None:
 
 def _send(run: AgentRun, request: ModelRequest) -> Awaitable[ModelResponse]:
     """The request's reply, to await at once (a plain function: one coroutine layer fewer on
-    every resumption of the request)."""
+    every resumption of the request); a family's leader goes through ``send_in_family``."""
     family, run.family = run.family, None
     sent = RequestSent(run.id, run.turns, request)
     if family is None:

@@ -40,7 +40,6 @@ from .fork import ForkBase, cache_key_hash, fork_base, fork_from, is_fork_histor
 from .loop import (
     AgentRun,
     LoopOutcome,
-    Notification,
     ToolGate,
     close_pending,
     has_hooks,
@@ -508,8 +507,9 @@ class Runtime:
         background: bool,
         estimate: ForkEstimate | None = None,
     ) -> AgentTask:
-        prepared = child if isinstance(child, PreparedChild) else PreparedChild(child)
-        run = prepared.run
+        # A bare run (every programmatic fork) has no worktree, setup or teardown to carry.
+        prepared = child if isinstance(child, PreparedChild) else None
+        run = child.run if isinstance(child, PreparedChild) else child
         parent_task = self.tasks.get(run.parent_id or "")
         task = AgentTask(run=run, kind=run.kind, label=run.label, background=background)
         task.parent = parent_task
@@ -530,7 +530,7 @@ class Runtime:
         task._task = asyncio.create_task(self._execute(task, prepared), name=run.id)
         return task
 
-    async def _execute(self, task: AgentTask, prepared: PreparedChild) -> TaskResult:
+    async def _execute(self, task: AgentTask, prepared: PreparedChild | None) -> TaskResult:
         run = task.run
         status: AgentStatus = "failed"
         error: str | None = None
@@ -542,7 +542,9 @@ class Runtime:
             if task.cancel_requested:
                 raise asyncio.CancelledError
             self.placements[run.id] = (
-                here() if in_process else await executor.place(run, prepared.worktree)
+                here()
+                if in_process
+                else await executor.place(run, prepared.worktree if prepared else None)
             )
             # No hooks object: no SubagentStop hook can send it back, so one coroutine fewer.
             work = self.drive(run) if run.hooks is None else self._drive_child(run)
@@ -557,15 +559,16 @@ class Runtime:
             task._driving = False
             for child in self.open_children(run):
                 child.cancel()
-            close_pending(run)
+            if status != "completed":  # a completed run ended on a reply with every call answered
+                close_pending(run)
         try:
             if not in_process:
                 await executor.release(run)
         except Exception as exc:  # its work did not come back: it is not a completed run
             lost = f"its work could not be brought back: {exc}"
             status, error = "failed", f"{error}; {lost}" if error else lost
-        worktree = await prepared.finish() if prepared.finish else None
-        if prepared.teardown is not None:
+        worktree = await prepared.finish() if prepared and prepared.finish else None
+        if prepared is not None and prepared.teardown is not None:
             await prepared.teardown()
         # A completed child met its SubagentStop hooks already.
         if status != "completed" and has_hooks(run.hooks):
@@ -583,7 +586,7 @@ class Runtime:
             worktree_branch=worktree_branch,
             model=run.model.spec,
             value=run.output_value if run.output_ready else None,
-            outside_worktree=tuple(prepared.refused),
+            outside_worktree=tuple(prepared.refused) if prepared else (),
         )
         task.status, task.result = status, result
         self.emit(AgentFinished(run.id, status, result.output, error))
@@ -635,23 +638,7 @@ class Runtime:
         parent = self.runs.get(task.run.parent_id or "")
         if parent is None:
             return
-        worktree = (
-            f"{result.worktree_path} (branch {result.worktree_branch})"
-            if result.worktree_path
-            else None
-        )
-        text = notification_text(
-            task_id=task.id,
-            status=result.status,
-            label=task.label,
-            result=result.output,
-            usage=result.usage,
-            turns=result.turns,
-            seconds=result.seconds,
-            error=result.error,
-            worktree=worktree,
-        )
-        parent.inbox.append(Notification(task.id, TextBlock(text=text)))
+        parent.inbox.append(_ChildReport(task.label, result))
         self._signal(parent).set()
         if parent.parent_id is None and self.on_notification is not None:
             self.on_notification(parent)
@@ -700,6 +687,41 @@ class Runtime:
         """Wait until no child task is running."""
         while pending := [t._task for t in self.tasks.values() if t._task and not t._task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _ChildReport:
+    """A background child's notification, its text written when the parent's turn reads it:
+    a report waits for that turn (or for none, when the session ends first), and its
+    frozen result gives the same text then as now."""
+
+    label: str
+    result: TaskResult
+
+    @property
+    def task_id(self) -> str:
+        return self.result.task_id
+
+    @property
+    def block(self) -> TextBlock:
+        result = self.result
+        worktree = (
+            f"{result.worktree_path} (branch {result.worktree_branch})"
+            if result.worktree_path
+            else None
+        )
+        text = notification_text(
+            task_id=result.task_id,
+            status=result.status,
+            label=self.label,
+            result=result.output,
+            usage=result.usage,
+            turns=result.turns,
+            seconds=result.seconds,
+            error=result.error,
+            worktree=worktree,
+        )
+        return TextBlock(text=text)
 
 
 def _add_to_last_message(run: AgentRun, *texts: str) -> None:
