@@ -12,7 +12,9 @@ the file, for a deliberate change of the reports.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import fcntl
 import json
 import re
 import tempfile
@@ -44,7 +46,6 @@ LONG_PLAN = "Plan: " + "check every function, one by one. " * 400
 """The main agent's reply: most of what its forks share is new, written by the first fork."""
 
 READERS = ("fork-2-", "fork-5-")
-"""The second sibling of each family, by id (ids count up from the main agent's 0)."""
 """The second sibling of each family, by id (ids count up from the main agent's 0)."""
 Play = Callable[[Session, Path], Awaitable[None]]
 
@@ -122,12 +123,29 @@ SCENARIOS: dict[str, tuple[Callable[[], EmulatorModel], Play, RuntimeOptions]] =
 
 
 async def _record(name: str) -> tuple[list[Event], ModelProfile]:
-    make, play, options = SCENARIOS[name]
-    model = make()
-    events: list[Event] = []
     # A fixed folder: its path is in the system prompt, and so in every token count.
     cwd = Path(tempfile.gettempdir()) / "forkagent-monitor-pinned" / name
     cwd.mkdir(parents=True, exist_ok=True)
+    with _only_session(cwd):
+        return await _record_in(name, cwd)
+
+
+@contextlib.contextmanager
+def _only_session(cwd: Path) -> Iterator[None]:
+    """Holds the fixed folder for one test session at a time: two suites run at once on one
+    machine would otherwise rewrite each other's files while their agents read them."""
+    with (cwd.parent / f"{cwd.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+async def _record_in(name: str, cwd: Path) -> tuple[list[Event], ModelProfile]:
+    make, play, options = SCENARIOS[name]
+    model = make()
+    events: list[Event] = []
     emulator = model.emulator
     assert emulator is not None
     emulator.script(LONG_PLAN, match="plan")
