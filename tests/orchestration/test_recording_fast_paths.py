@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from pathlib import Path
 from typing import TypedDict
 
@@ -11,7 +12,13 @@ import pytest
 
 from forkagent.events import AgentKind, RecordStatus
 from forkagent.state._appends import _running_loop
-from forkagent.state.registry import AgentRecord, Registry, RegistryWriter, own_process_start
+from forkagent.state.registry import (
+    AgentRecord,
+    Registry,
+    RegistryWriter,
+    _own_process,
+    own_process_start,
+)
 from forkagent.usage import Usage
 
 
@@ -109,3 +116,19 @@ def test_the_writers_finish_refuses_an_unknown_status_as_update_does(tmp_path: P
     with pytest.raises(ValueError, match="is not an agent status"):
         writer.finish("a", "done")  # type: ignore[arg-type]  # the wrong status under test
     writer.close()
+
+
+def test_a_started_row_gives_the_pid_of_the_process_that_wrote_it_after_a_fork() -> None:
+    """``register_started`` asks for the pid once per process: a child made by ``os.fork``
+    after the parent asked writes its own pid, not the parent's."""
+    assert _own_process()[0] == os.getpid()  # asked, and kept, in this process
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        os.write(writer, str(_own_process()[0]).encode())
+        os._exit(0)
+    os.close(writer)
+    reported = os.read(reader, 32)
+    os.close(reader)
+    os.waitpid(child, 0)
+    assert int(reported) == child != os.getpid()

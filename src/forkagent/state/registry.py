@@ -622,6 +622,14 @@ def _start_of(pid: int) -> str | None:
     return process_start(pid)
 
 
+@functools.lru_cache(maxsize=1)
+def _own_process() -> tuple[int, str, str | None]:
+    """This process's pid, host and ``process_start``, for its agents' rows: asked once, not
+    per fork (``os.getpid`` is a system call); a child made by ``os.fork`` asks again."""
+    return os.getpid(), _own_host(), own_process_start()
+
+
+os.register_at_fork(after_in_child=_own_process.cache_clear)
 _UNUSED = tuple(_record_values(AgentRecord(id="", root_id="", model=""))[_rows.POSITION["turns"] :])
 """A new row's columns from ``turns`` on, as ``AgentRecord``'s defaults have them."""
 _Held: TypeAlias = "list[_rows.Change | Callable[[], object]]"
@@ -696,6 +704,7 @@ class RegistryWriter(AgentRows):
         of a fork's registry work on the event loop.
         """
         now = time.time()
+        pid, host, process_started = _own_process()
         values: list[object] = [
             agent_id,
             root_id,
@@ -705,9 +714,9 @@ class RegistryWriter(AgentRows):
             label,
             "running",
             background,
-            os.getpid(),
-            _own_host(),
-            own_process_start(),
+            pid,
+            host,
+            process_started,
             cwd,
             transcript,
             now,
