@@ -47,7 +47,7 @@ from ..events import (
 )
 from ..history import History, HistoryView, freeze
 from ..messages import AssistantMessage, ContentBlock, JsonValue, Message, TextBlock
-from ..models._shared import SharedHeads
+from ..models._shared import HEAD_MIN, SharedHeads
 from ..pricing import cost
 from ..requests import BlockPosition, ModelSettings, ToolSpec
 from ..telemetry.cache import CacheReport
@@ -940,18 +940,25 @@ class TranscriptWriter:
         """Line ``line``: the message (a ``MessageEntry``), or only its last block when
         another line of the tree holds the rest (a ``SharedMessageEntry``)."""
         blocks = message.content
-        agent = (self._header or self._required_header()).agent_id
-        written = _WRITTEN_HEADS.find(blocks)
-        folder = self._folder
-        if written is not None and written[0] == folder and written[1] != agent:
-            shared = SharedMessageEntry(
-                index=index,
-                head=BlocksReference(agent_id=written[1], line=written[2], blocks=len(blocks) - 1),
-                message=message.model_copy(update={"content": blocks[-1:]}),
-            )
-            return _json_line(shared)
-        _WRITTEN_HEADS.keep(blocks, (folder, agent, line))
-        return _valid_line({"type": "message", "at": _now(), "index": index, "message": message})
+        if len(blocks) > HEAD_MIN:  # no head is kept for short ones: no calls for most messages
+            agent = (self._header or self._required_header()).agent_id
+            written = _WRITTEN_HEADS.find(blocks)
+            folder = self._folder
+            if written is not None and written[0] == folder and written[1] != agent:
+                shared = SharedMessageEntry(
+                    index=index,
+                    head=BlocksReference(
+                        agent_id=written[1], line=written[2], blocks=len(blocks) - 1
+                    ),
+                    message=message.model_copy(update={"content": blocks[-1:]}),
+                )
+                return _json_line(shared)
+            _WRITTEN_HEADS.keep(blocks, (folder, agent, line))
+        # The entry's fields, already valid, serialized as they are by the serializer entries
+        # use (a test holds each kind of line equal to its entry's JSON): building the entry
+        # first was half a line's cost.
+        fields = {"type": "message", "at": _now(), "index": index, "message": message}
+        return _JSON_ANY.to_json(fields) + b"\n"
 
     def usage(
         self,
@@ -1174,15 +1181,6 @@ class _Together:
 
 def _json_line(entry: _Line) -> bytes:
     return entry.__pydantic_serializer__.to_json(entry) + b"\n"
-
-
-def _valid_line(fields: dict[str, object]) -> bytes:
-    """A line from an entry's fields (all of them, in order), with values already valid.
-
-    Serialized as they are, by the serializer entries use (a test holds each kind of line
-    equal to its entry's JSON): building the pydantic entry first was half a line's cost.
-    """
-    return _JSON_ANY.to_json(fields) + b"\n"
 
 
 def _typed_line(entry: type[_Line], **instead: object) -> SchemaSerializer:
