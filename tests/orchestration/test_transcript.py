@@ -463,6 +463,22 @@ def test_a_background_line_lost_at_the_end_is_raised_by_close(tmp_path: Path) ->
 # -- usage and status ----------------------------------------------------------
 
 
+@pytest.mark.parametrize(("model", "seconds"), [("unpriced-model", 2), ("", 0.25)])
+def test_a_usage_line_is_its_entrys_json_priced_or_not_whatever_the_number_type(
+    tmp_path: Path, model: str, seconds: float
+) -> None:
+    """The usage line is serialized as typed by ``UsageEntry``: no cost for an unknown model
+    (the header's model when the response names none), and an int ``seconds`` written as the
+    entry writes a float (``2.0``)."""
+    path = tmp_path / "t.jsonl"
+    writer = TranscriptWriter(path)
+    writer.header(HEADER)
+    response = ModelResponse(message=assistant("hi"), usage=Usage(input_tokens=5), model=model)
+    writer.on_event(ResponseReceived(HEADER.agent_id, 1, response, seconds=seconds))
+    writer.close()
+    assert_lines_are_their_entries_json(path)
+
+
 def test_events_become_usage_and_status_lines(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     writer = TranscriptWriter(path)

@@ -248,21 +248,30 @@ class AgentRows(ABC):
 
     def record_usage(self, agent_id: str, usage: Usage, *, turns: int, cost: float | None) -> None:
         """Store an agent's running totals (call after each response)."""
-        self.update(
-            agent_id,
-            turns=turns,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            cost=cost,
-        )
+        self.update(agent_id, **_usage_changes(usage, turns, cost))
 
     def finish(
         self, agent_id: str, status: RecordStatus, *, output: str = "", error: str | None = None
     ) -> None:
         """Store how an agent ended, with the start of its output."""
-        self.update(agent_id, status=status, output_preview=output[:PREVIEW_CHARS], error=error)
+        self.update(agent_id, **_finish_changes(status, output, error))
+
+
+def _finish_changes(status: RecordStatus, output: str, error: str | None) -> dict[str, str | None]:
+    """The columns ``finish`` sets, in order (the one list of them)."""
+    return {"status": status, "output_preview": output[:PREVIEW_CHARS], "error": error}
+
+
+def _usage_changes(usage: Usage, turns: int, cost: float | None) -> dict[str, int | float | None]:
+    """The columns ``record_usage`` sets, in order (the one list of them)."""
+    return {
+        "turns": turns,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "cost": cost,
+    }
 
 
 StopOutcome: TypeAlias = Literal["requested", "already_finished", "lost"]
@@ -613,6 +622,14 @@ def _start_of(pid: int) -> str | None:
     return process_start(pid)
 
 
+@functools.lru_cache(maxsize=1)
+def _own_process() -> tuple[int, str, str | None]:
+    """This process's pid, host and ``process_start``, for its agents' rows: asked once, not
+    per fork (``os.getpid`` is a system call); a child made by ``os.fork`` asks again."""
+    return os.getpid(), _own_host(), own_process_start()
+
+
+os.register_at_fork(after_in_child=_own_process.cache_clear)
 _UNUSED = tuple(_record_values(AgentRecord(id="", root_id="", model=""))[_rows.POSITION["turns"] :])
 """A new row's columns from ``turns`` on, as ``AgentRecord``'s defaults have them."""
 _Held: TypeAlias = "list[_rows.Change | Callable[[], object]]"
@@ -687,6 +704,7 @@ class RegistryWriter(AgentRows):
         of a fork's registry work on the event loop.
         """
         now = time.time()
+        pid, host, process_started = _own_process()
         values: list[object] = [
             agent_id,
             root_id,
@@ -696,9 +714,9 @@ class RegistryWriter(AgentRows):
             label,
             "running",
             background,
-            os.getpid(),
-            _own_host(),
-            own_process_start(),
+            pid,
+            host,
+            process_started,
             cwd,
             transcript,
             now,
@@ -708,6 +726,24 @@ class RegistryWriter(AgentRows):
         ]
         _check_storable(agent_id, values)
         self._put((agent_id, values, {}))
+
+    def record_usage(self, agent_id: str, usage: Usage, *, turns: int, cost: float | None) -> None:
+        """``update`` of ``_usage_changes``, whose columns are known updatable, nullable only
+        for ``cost`` and never a status, so none of its checks but the types' can fail (a test
+        holds the rows equal): it ran once per response on the event loop."""
+        values: dict[str, object] = dict(_usage_changes(usage, turns, cost), updated_at=time.time())
+        _check_storable(agent_id, values.values())
+        self._put((agent_id, None, values))
+
+    def finish(
+        self, agent_id: str, status: RecordStatus, *, output: str = "", error: str | None = None
+    ) -> None:
+        """``update`` of ``_finish_changes``, whose only column that needs a value is the
+        status, which ``checked_changes`` checks (a test holds the rows equal): once per
+        agent on the event loop."""
+        values = checked_changes(_finish_changes(status, output, error))
+        _check_storable(agent_id, values.values())
+        self._put((agent_id, None, values))
 
     def update(self, agent_id: str, /, **changes: Any) -> None:
         """As ``Registry.update``; also refuses None for a column that needs a value,

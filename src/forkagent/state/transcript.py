@@ -25,10 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import SchemaSerializer, core_schema
+from typing_extensions import TypedDict
 
 from .._paths import state_dir as state_dir
 from ..errors import ForkagentError
@@ -46,7 +47,7 @@ from ..events import (
 )
 from ..history import History, HistoryView, freeze
 from ..messages import AssistantMessage, ContentBlock, JsonValue, Message, TextBlock
-from ..models._shared import SharedHeads
+from ..models._shared import HEAD_MIN, SharedHeads
 from ..pricing import cost
 from ..requests import BlockPosition, ModelSettings, ToolSpec
 from ..telemetry.cache import CacheReport
@@ -939,18 +940,25 @@ class TranscriptWriter:
         """Line ``line``: the message (a ``MessageEntry``), or only its last block when
         another line of the tree holds the rest (a ``SharedMessageEntry``)."""
         blocks = message.content
-        agent = (self._header or self._required_header()).agent_id
-        written = _WRITTEN_HEADS.find(blocks)
-        folder = self._folder
-        if written is not None and written[0] == folder and written[1] != agent:
-            shared = SharedMessageEntry(
-                index=index,
-                head=BlocksReference(agent_id=written[1], line=written[2], blocks=len(blocks) - 1),
-                message=message.model_copy(update={"content": blocks[-1:]}),
-            )
-            return _json_line(shared)
-        _WRITTEN_HEADS.keep(blocks, (folder, agent, line))
-        return _valid_line({"type": "message", "at": _now(), "index": index, "message": message})
+        if len(blocks) > HEAD_MIN:  # no head is kept for short ones: no calls for most messages
+            agent = (self._header or self._required_header()).agent_id
+            written = _WRITTEN_HEADS.find(blocks)
+            folder = self._folder
+            if written is not None and written[0] == folder and written[1] != agent:
+                shared = SharedMessageEntry(
+                    index=index,
+                    head=BlocksReference(
+                        agent_id=written[1], line=written[2], blocks=len(blocks) - 1
+                    ),
+                    message=message.model_copy(update={"content": blocks[-1:]}),
+                )
+                return _json_line(shared)
+            _WRITTEN_HEADS.keep(blocks, (folder, agent, line))
+        # The entry's fields, already valid, serialized as they are by the serializer entries
+        # use (a test holds each kind of line equal to its entry's JSON): building the entry
+        # first was half a line's cost.
+        fields = {"type": "message", "at": _now(), "index": index, "message": message}
+        return _JSON_ANY.to_json(fields) + b"\n"
 
     def usage(
         self,
@@ -1029,14 +1037,18 @@ class TranscriptWriter:
                 event.prewarm,
                 event.seconds,
             )
+            line = _USAGE_LINE.to_json(fields)
         elif isinstance(event, CacheReported):
             fields = {"type": "cache", "at": _now(), "turn": event.turn, "report": event.report}
+            line = _CACHE_LINE.to_json(fields)
         elif isinstance(event, AgentFinished):
-            fields = _status_fields(event.status, event.output, event.error, event.details)
+            line = _JSON_ANY.to_json(
+                _status_fields(event.status, event.output, event.error, event.details)
+            )
         elif isinstance(event, AgentStarted):
-            fields = _status_fields("running")
+            line = _JSON_ANY.to_json(_status_fields("running"))
         elif isinstance(event, AgentMovedToBackground):
-            fields = _status_fields("background")
+            line = _JSON_ANY.to_json(_status_fields("background"))
         elif isinstance(event, Compacted):
             self._write(
                 CompactionEntry(
@@ -1049,7 +1061,7 @@ class TranscriptWriter:
             return
         else:
             return
-        self._put(_valid_line(fields), 1)
+        self._put(line + b"\n", 1)
 
     def end(self) -> str:
         """No more lines, without waiting for those queued; returns the file's name, for
@@ -1171,13 +1183,20 @@ def _json_line(entry: _Line) -> bytes:
     return entry.__pydantic_serializer__.to_json(entry) + b"\n"
 
 
-def _valid_line(fields: dict[str, object]) -> bytes:
-    """A line from an entry's fields (all of them, in order), with values already valid.
+def _typed_line(entry: type[_Line], **instead: object) -> SchemaSerializer:
+    """A serializer of ``entry``'s fields given as a dict, typed as the entry's (``instead``:
+    a field given as a type whose JSON is the entry's), for lines with a model or dataclass
+    value: ``_JSON_ANY`` infers their types field by field (the cache line took twice as long)."""
+    fields = {
+        name: instead.get(name, field.annotation) for name, field in entry.model_fields.items()
+    }
+    return TypeAdapter(_typed_dict(f"_{entry.__name__}Line", fields)).serializer
 
-    Serialized as they are, by the serializer entries use (a test holds each kind of line
-    equal to its entry's JSON): building the pydantic entry first was half a line's cost.
-    """
-    return _JSON_ANY.to_json(fields) + b"\n"
+
+_typed_dict = cast("Callable[[str, dict[str, object]], type]", TypedDict)
+"""``TypedDict`` called with fields found at run time, which type checkers do not take."""
+_USAGE_LINE = _typed_line(UsageEntry)
+_CACHE_LINE = _typed_line(CacheEntry, report=CacheReport)  # ``CacheReport.to_dict``'s JSON
 
 
 def _status_fields(
