@@ -373,16 +373,18 @@ def extension_sizes(
 def added_sizes(request: ModelRequest, earlier: ModelRequest) -> list[int] | None:
     """``block_sizes`` of the blocks ``request`` adds to ``earlier``, or None when it does not
     extend it (``extends``)."""
-    if not extends(earlier, request):
+    extension = _extension(earlier, request)
+    if extension is None:
         return None
+    messages, total, joint = extension
     out: list[int] = []
-    before, messages = earlier.messages, request.messages
-    count, total = len(before), len(messages)
-    if count:  # the rest of a cut last message: what a sibling adds to its family's part
-        message = messages[count - 1]
-        rest = message.content[len(before[-1].content) :]
+    count = len(earlier.messages)
+    if (
+        joint is not None
+    ):  # the rest of a cut last message: what a sibling adds to its family's part
+        rest = joint.content[len(earlier.messages[-1].content) :]
         if rest:
-            out += _sizes(message.role, rest, keep_last=count < total)
+            out += _sizes(joint.role, rest, keep_last=count < total)
     if count < total:
         added = messages[count:]
         for message in added[:-1]:
@@ -444,19 +446,32 @@ def extends(previous: ModelRequest, current: ModelRequest) -> bool:
     ``previous`` may end in a cut copy of a message (a family's shared part, see
     ``shared_part``): its blocks must then be the first blocks of ``current``'s.
     """
+    return _extension(previous, current) is not None
+
+
+def _extension(
+    previous: ModelRequest, current: ModelRequest
+) -> tuple[Sequence[Message], int, Message | None] | None:
+    """``extends``'s proof, keeping what ``added_sizes`` reads next: ``current``'s messages,
+    their count and its message at ``previous``'s last position (None when ``previous`` has
+    none). None when it does not extend it. Each index of a history view is a Python call."""
     before, after = previous.messages, current.messages
+    total = len(after)
     if not (
         previous.model == current.model
         and (previous.settings is current.settings or previous.settings == current.settings)
         and previous.tools == current.tools
         and previous.system == current.system
-        and len(before) <= len(after)
+        and len(before) <= total
     ):
-        return False
+        return None
     if not before:
-        return True
+        return after, total, None
     last = len(before) - 1
-    return _same_messages(before, after, last) and _starts(before[last], after[last])
+    joint = after[last]
+    if _same_messages(before, after, last) and _starts(before[last], joint):
+        return after, total, joint
+    return None
 
 
 def _same_messages(before: Sequence[Message], after: Sequence[Message], count: int) -> bool:

@@ -228,7 +228,9 @@ class CacheMonitor:
 
     def _sent(self, event: RequestSent) -> None:
         agent = self._agent(event.agent_id)
-        agent.pending = _Sent(event.request, self._clock(), next(self._order), prewarm=event.prewarm)
+        agent.pending = _Sent(
+            event.request, self._clock(), next(self._order), prewarm=event.prewarm
+        )
         if agent.first is None:
             agent.first = agent.pending
             if agent.family is not None and agent.family.leader is None:
