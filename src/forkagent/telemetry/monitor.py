@@ -178,7 +178,14 @@ class CacheMonitor:
         if isinstance(event, AgentStarted):
             self._started(event)
         elif isinstance(event, RequestSent):
-            self._sent(event)
+            agent = self._agent(event.agent_id)
+            agent.pending = _Sent(
+                event.request, self._clock(), next(self._order), prewarm=event.prewarm
+            )
+            if agent.first is None:
+                agent.first = agent.pending
+                if agent.family is not None and agent.family.leader is None:
+                    agent.family.leader = (event.agent_id, agent.first)
         elif isinstance(event, ResponseReceived):
             self._answered(event)
 
@@ -225,16 +232,6 @@ class CacheMonitor:
         agent.base = parent.last if parent else None
         key = (event.parent_id, agent.base)
         agent.family = self._families.get(key) or self._families.setdefault(key, _Family())
-
-    def _sent(self, event: RequestSent) -> None:
-        agent = self._agent(event.agent_id)
-        agent.pending = _Sent(
-            event.request, self._clock(), next(self._order), prewarm=event.prewarm
-        )
-        if agent.first is None:
-            agent.first = agent.pending
-            if agent.family is not None and agent.family.leader is None:
-                agent.family.leader = (event.agent_id, agent.first)
 
     def _answered(self, event: ResponseReceived) -> None:
         agent = self._agent(event.agent_id)
