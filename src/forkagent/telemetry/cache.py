@@ -11,10 +11,10 @@ provider's tokenizer better than any local one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from pydantic import TypeAdapter
 
@@ -129,6 +129,46 @@ class CacheReport:
 
 
 _JSON: TypeAdapter[CacheReport] = TypeAdapter(CacheReport)
+
+
+def slot_setters(cls: type) -> list[Callable[[Any, Any], None]]:
+    """The slot setters of a frozen slots dataclass's fields, in field order.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; the
+    slots' own setters cost under half as much, and the monitor makes a report per response.
+    """
+    setters: list[Callable[[Any, Any], None]] = [cls.__dict__[f.name].__set__ for f in fields(cls)]
+    return setters
+
+
+(_STATUS, _PROMPT, _READ, _WRITE, _EXPECTED, _FINDINGS, _DIFFERENCE, _COMPARED, _DIAGNOSIS) = (
+    slot_setters(CacheReport)
+)
+
+
+def new_report(
+    status: CacheStatus,
+    prompt_tokens: int,
+    read_tokens: int,
+    write_tokens: int,
+    expected_tokens: int,
+    findings: tuple[CacheFinding, ...],
+    difference: Difference | None,
+    compared_with: str | None,
+    provider_diagnosis: Mapping[str, JsonValue] | None,
+) -> CacheReport:
+    """``CacheReport(...)`` with every field given, set through the slots (``slot_setters``)."""
+    report: CacheReport = object.__new__(CacheReport)
+    _STATUS(report, status)
+    _PROMPT(report, prompt_tokens)
+    _READ(report, read_tokens)
+    _WRITE(report, write_tokens)
+    _EXPECTED(report, expected_tokens)
+    _FINDINGS(report, findings)
+    _DIFFERENCE(report, difference)
+    _COMPARED(report, compared_with)
+    _DIAGNOSIS(report, provider_diagnosis)
+    return report
 
 
 def explain(
@@ -288,16 +328,16 @@ class _Report:
     ) -> CacheReport:
         """The report; without a prompt size from the provider the status is ``unmeasured``."""
         diagnosis = self.diagnosis
-        return CacheReport(
-            status=status if self.prompt else "unmeasured",
-            prompt_tokens=self.prompt,
-            read_tokens=self.usage.cache_read_tokens,
-            write_tokens=self.usage.cache_write_tokens,
-            expected_tokens=expected,
-            findings=(*findings, *_provider_findings(diagnosis)) if diagnosis else tuple(findings),
-            difference=difference,
-            compared_with=self.compared_with,
-            provider_diagnosis=diagnosis,
+        return new_report(
+            status if self.prompt else "unmeasured",
+            self.prompt,
+            self.usage.cache_read_tokens,
+            self.usage.cache_write_tokens,
+            expected,
+            (*findings, *_provider_findings(diagnosis)) if diagnosis else tuple(findings),
+            difference,
+            self.compared_with,
+            diagnosis,
         )
 
 
@@ -333,16 +373,18 @@ def extension_sizes(
 def added_sizes(request: ModelRequest, earlier: ModelRequest) -> list[int] | None:
     """``block_sizes`` of the blocks ``request`` adds to ``earlier``, or None when it does not
     extend it (``extends``)."""
-    if not extends(earlier, request):
+    extension = _extension(earlier, request)
+    if extension is None:
         return None
+    messages, total, joint = extension
     out: list[int] = []
-    before, messages = earlier.messages, request.messages
-    count, total = len(before), len(messages)
-    if count:  # the rest of a cut last message: what a sibling adds to its family's part
-        message = messages[count - 1]
-        rest = message.content[len(before[-1].content) :]
+    count = len(earlier.messages)
+    if (
+        joint is not None
+    ):  # the rest of a cut last message: what a sibling adds to its family's part
+        rest = joint.content[len(earlier.messages[-1].content) :]
         if rest:
-            out += _sizes(message.role, rest, keep_last=count < total)
+            out += _sizes(joint.role, rest, keep_last=count < total)
     if count < total:
         added = messages[count:]
         for message in added[:-1]:
@@ -404,19 +446,32 @@ def extends(previous: ModelRequest, current: ModelRequest) -> bool:
     ``previous`` may end in a cut copy of a message (a family's shared part, see
     ``shared_part``): its blocks must then be the first blocks of ``current``'s.
     """
+    return _extension(previous, current) is not None
+
+
+def _extension(
+    previous: ModelRequest, current: ModelRequest
+) -> tuple[Sequence[Message], int, Message | None] | None:
+    """``extends``'s proof, keeping what ``added_sizes`` reads next: ``current``'s messages,
+    their count and its message at ``previous``'s last position (None when ``previous`` has
+    none). None when it does not extend it. Each index of a history view is a Python call."""
     before, after = previous.messages, current.messages
+    total = len(after)
     if not (
         previous.model == current.model
         and (previous.settings is current.settings or previous.settings == current.settings)
         and previous.tools == current.tools
         and previous.system == current.system
-        and len(before) <= len(after)
+        and len(before) <= total
     ):
-        return False
+        return None
     if not before:
-        return True
+        return after, total, None
     last = len(before) - 1
-    return _same_messages(before, after, last) and _starts(before[last], after[last])
+    joint = after[last]
+    if _same_messages(before, after, last) and _starts(before[last], joint):
+        return after, total, joint
+    return None
 
 
 def _same_messages(before: Sequence[Message], after: Sequence[Message], count: int) -> bool:

@@ -34,7 +34,15 @@ from ..messages import Message
 from ..models.base import ModelProfile, ModelResponse
 from ..requests import ModelRequest
 from ..usage import Usage
-from .cache import VIEW_MIN, CacheReport, added_sizes, block_sizes, explain, explain_extension
+from .cache import (
+    VIEW_MIN,
+    CacheReport,
+    added_sizes,
+    block_sizes,
+    explain,
+    explain_extension,
+    slot_setters,
+)
 
 logger = logging.getLogger("forkagent.cache")
 
@@ -128,6 +136,18 @@ class _Agent:
     """For a fork: the agents forked from the same parent state."""
 
 
+_AGENT_ID, _TURN, _REPORT = slot_setters(CacheReported)
+
+
+def _reported(agent_id: str, turn: int, report: CacheReport) -> CacheReported:
+    """``CacheReported(agent_id, turn, report)``, set through its slots: made for every response."""
+    event: CacheReported = object.__new__(CacheReported)
+    _AGENT_ID(event, agent_id)
+    _TURN(event, turn)
+    _REPORT(event, report)
+    return event
+
+
 class CacheMonitor:
     """An event listener that explains every response's cache use.
 
@@ -201,8 +221,11 @@ class CacheMonitor:
         return agent
 
     def _started(self, event: AgentStarted) -> None:
-        agent = self._agent(event.agent_id)
-        agent.kind, agent.parent_id = event.kind, event.parent_id
+        agent = self._agents.get(event.agent_id)
+        if agent is None:
+            agent = self._agents[event.agent_id] = _Agent(event.kind, event.parent_id)
+        else:
+            agent.kind, agent.parent_id = event.kind, event.parent_id
         if event.kind != "fork":
             return
         parent = self._agents.get(event.parent_id or "")
@@ -221,7 +244,7 @@ class CacheMonitor:
         report = self._explain(agent, sent, event.response, profile)
         first_turn = agent.last is None
         agent.last = sent
-        explained = CacheReported(event.agent_id, event.turn, report)
+        explained = _reported(event.agent_id, event.turn, report)
         self._explained.append(explained)
         if agent.kind == "fork" and first_turn and profile.caches:
             self._check_break(event.agent_id, event.response.usage, report)
