@@ -47,10 +47,14 @@ _VALUES = st.tuples(
 )
 
 
+_NAMES = tuple(field.name for field in dataclasses.fields(CacheReport))
+
+
 @given(_VALUES)
 def test_new_report_is_the_dataclass_built_from_the_same_values(values: tuple[object, ...]) -> None:
-    built = new_report(*values)  # type: ignore[arg-type]  # hypothesis draws each field's type
-    expected = CacheReport(*values)  # type: ignore[arg-type]
+    fields = dict(zip(_NAMES, values, strict=True))
+    built = new_report(**fields)  # type: ignore[arg-type]  # hypothesis draws each field's type
+    expected = CacheReport(**fields)  # type: ignore[arg-type]
     assert type(built) is CacheReport
     assert built == expected
     assert dataclasses.astuple(built) == dataclasses.astuple(expected)
@@ -58,16 +62,15 @@ def test_new_report_is_the_dataclass_built_from_the_same_values(values: tuple[ob
 
 
 def test_new_report_sets_every_field_and_stays_frozen() -> None:
-    names = [field.name for field in dataclasses.fields(CacheReport)]
     values = ("miss", 1, 2, 3, 4, (CacheFinding("unexplained", "x"),), None, "the parent", {"a": 1})
-    report = new_report(*values)  # type: ignore[arg-type]  # the fields' values, in field order
-    assert [getattr(report, name) for name in names] == list(values)
+    report = new_report(**dict(zip(_NAMES, values, strict=True)))  # type: ignore[arg-type]
+    assert [getattr(report, name) for name in _NAMES] == list(values)
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.status = "hit"  # type: ignore[misc]  # frozen: the assignment must fail
 
 
 def test_reported_is_the_event_built_from_the_same_values() -> None:
-    report = new_report("hit", 10, 8, 0, 8, (), None, "fork f's shared prefix", None)
+    report = CacheReport("hit", 10, 8, 0, 8, (), None, "fork f's shared prefix", None)
     built = _reported("fork-1-abc", 3, report)
     assert type(built) is CacheReported
     assert built == CacheReported("fork-1-abc", 3, report)

@@ -147,6 +147,7 @@ def slot_setters(cls: type) -> list[Callable[[Any, Any], None]]:
 
 
 def new_report(
+    *,
     status: CacheStatus,
     prompt_tokens: int,
     read_tokens: int,
@@ -157,7 +158,10 @@ def new_report(
     compared_with: str | None,
     provider_diagnosis: Mapping[str, JsonValue] | None,
 ) -> CacheReport:
-    """``CacheReport(...)`` with every field given, set through the slots (``slot_setters``)."""
+    """``CacheReport(...)`` with every field given, set through the slots (``slot_setters``).
+
+    Keyword-only, as four of the nine fields are ints: a swap by position would type-check.
+    """
     report: CacheReport = object.__new__(CacheReport)
     _STATUS(report, status)
     _PROMPT(report, prompt_tokens)
@@ -329,15 +333,15 @@ class _Report:
         """The report; without a prompt size from the provider the status is ``unmeasured``."""
         diagnosis = self.diagnosis
         return new_report(
-            status if self.prompt else "unmeasured",
-            self.prompt,
-            self.usage.cache_read_tokens,
-            self.usage.cache_write_tokens,
-            expected,
-            (*findings, *_provider_findings(diagnosis)) if diagnosis else tuple(findings),
-            difference,
-            self.compared_with,
-            diagnosis,
+            status=status if self.prompt else "unmeasured",
+            prompt_tokens=self.prompt,
+            read_tokens=self.usage.cache_read_tokens,
+            write_tokens=self.usage.cache_write_tokens,
+            expected_tokens=expected,
+            findings=(*findings, *_provider_findings(diagnosis)) if diagnosis else tuple(findings),
+            difference=difference,
+            compared_with=self.compared_with,
+            provider_diagnosis=diagnosis,
         )
 
 
@@ -379,9 +383,7 @@ def added_sizes(request: ModelRequest, earlier: ModelRequest) -> list[int] | Non
     messages, total, joint = extension
     out: list[int] = []
     count = len(earlier.messages)
-    if (
-        joint is not None
-    ):  # the rest of a cut last message: what a sibling adds to its family's part
+    if joint is not None:  # the rest of a cut last message: what a sibling adds
         rest = joint.content[len(earlier.messages[-1].content) :]
         if rest:
             out += _sizes(joint.role, rest, keep_last=count < total)
