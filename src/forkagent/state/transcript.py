@@ -1037,18 +1037,17 @@ class TranscriptWriter:
                 event.prewarm,
                 event.seconds,
             )
-            line = _USAGE_LINE.to_json(fields)
+            serializer = _USAGE_LINE
         elif isinstance(event, CacheReported):
             fields = {"type": "cache", "at": _now(), "turn": event.turn, "report": event.report}
-            line = _CACHE_LINE.to_json(fields)
+            serializer = _CACHE_LINE
         elif isinstance(event, AgentFinished):
-            line = _JSON_ANY.to_json(
-                _status_fields(event.status, event.output, event.error, event.details)
-            )
+            fields = _status_fields(event.status, event.output, event.error, event.details)
+            serializer = _JSON_ANY
         elif isinstance(event, AgentStarted):
-            line = _JSON_ANY.to_json(_status_fields("running"))
+            fields, serializer = _status_fields("running"), _JSON_ANY
         elif isinstance(event, AgentMovedToBackground):
-            line = _JSON_ANY.to_json(_status_fields("background"))
+            fields, serializer = _status_fields("background"), _JSON_ANY
         elif isinstance(event, Compacted):
             self._write(
                 CompactionEntry(
@@ -1061,7 +1060,7 @@ class TranscriptWriter:
             return
         else:
             return
-        self._put(line + b"\n", 1)
+        self._put(serializer.to_json(fields) + b"\n", 1)
 
     def end(self) -> str:
         """No more lines, without waiting for those queued; returns the file's name, for
@@ -1081,7 +1080,8 @@ class TranscriptWriter:
             self._closed = True
             flush_transcripts()
             OPEN_FILES.release(self._file)
-            self._raise_failed_append()
+            if self._failing():
+                self._raise_failed_append()
 
     def __enter__(self) -> TranscriptWriter:
         return self
@@ -1136,7 +1136,7 @@ class TranscriptWriter:
         with self._lock:
             if self._closed:
                 raise TranscriptError(self.path, "the writer is closed")
-            if self._background and BACKGROUND.failing:  # asked per line: no call when not
+            if self._failing():
                 self._raise_failed_append()
             self._append_lines(data)
             self._lines += lines
@@ -1151,14 +1151,18 @@ class TranscriptWriter:
             ) from exc
         self._create = False
 
+    def _failing(self) -> bool:
+        """Whether a background line of any file failed: then ``_raise_failed_append`` looks
+        for one of this file (asked per line, so the look-up costs nothing otherwise)."""
+        return self._background and BACKGROUND.failing
+
     def _raise_failed_append(self) -> None:
         """A line queued earlier never reached the file: say so instead of writing on."""
-        if self._background and BACKGROUND.failing:
-            try:
-                check_written(self._file)
-            except TranscriptError:
-                self._closed = True  # the file ends where the failure left it
-                raise
+        try:
+            check_written(self._file)
+        except TranscriptError:
+            self._closed = True  # the file ends where the failure left it
+            raise
 
 
 class _Together:
