@@ -213,19 +213,19 @@ class CacheMonitor:
     def misses(self) -> list[CacheReported]:
         return [e for e in self._explained if e.report.status == "miss"]
 
-    def _agent(self, agent_id: str) -> _Agent:
-        """The agent's state; one never announced (a listener added late) counts as a root."""
+    def _agent(
+        self, agent_id: str, kind: AgentKind = "main", parent_id: str | None = None
+    ) -> _Agent:
+        """The agent's state, made as ``kind`` under ``parent_id`` if new; one never announced
+        (a listener added late) counts as a root."""
         agent = self._agents.get(agent_id)
         if agent is None:
-            agent = self._agents[agent_id] = _Agent("main", None)
+            agent = self._agents[agent_id] = _Agent(kind, parent_id)
         return agent
 
     def _started(self, event: AgentStarted) -> None:
-        agent = self._agents.get(event.agent_id)
-        if agent is None:
-            agent = self._agents[event.agent_id] = _Agent(event.kind, event.parent_id)
-        else:
-            agent.kind, agent.parent_id = event.kind, event.parent_id
+        agent = self._agent(event.agent_id, event.kind, event.parent_id)
+        agent.kind, agent.parent_id = event.kind, event.parent_id  # an agent started again
         if event.kind != "fork":
             return
         parent = self._agents.get(event.parent_id or "")
