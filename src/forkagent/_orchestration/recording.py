@@ -62,17 +62,15 @@ class Recorder:
     """The state directory as the tree started: all of its transcripts go to one folder."""
     lost: list[TranscriptError] = field(init=False, default_factory=list)
     """Transcripts that lost a line and end there; ``close`` raises the first."""
-    _folder: Path = field(init=False)
-    """The tree's transcripts' folder."""
-    _folder_name: str = field(init=False)
+    _folder: str = field(init=False)
+    """The tree's transcripts' folder (a string: each fork's path is joined to it)."""
     _found: set[str] | None = field(init=False, default=None)
     """The files in the tree's folder when its first agent started (a resumed tree's)."""
     _template: tuple[tuple[object, ...], HeaderTemplate] | None = field(init=False, default=None)
     """The last header written, by what it was made from: a fork's siblings share it."""
 
     def __post_init__(self) -> None:
-        self._folder = tree_folder(self.root_id, base=self.state)
-        self._folder_name = str(self._folder)
+        self._folder = str(tree_folder(self.root_id, base=self.state))
         if self.registry is not None:
             self.registry_writes = RegistryWriter(self.registry)
 
@@ -124,7 +122,7 @@ class Recorder:
         path: str | None = None
         if keep:
             name = transcript_name(run.id)
-            path = f"{self._folder_name}{os.sep}{name}"  # no ``Path`` made per fork
+            path = f"{self._folder}{os.sep}{name}"  # no ``Path`` made per fork
             writer = TranscriptWriter(path, background=True, new=self._new_file(name))
             self.writers[run.id] = writer
             try:
