@@ -17,7 +17,6 @@ import dataclasses
 import fcntl
 import json
 import re
-import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, get_args
@@ -123,8 +122,9 @@ SCENARIOS: dict[str, tuple[Callable[[], EmulatorModel], Play, RuntimeOptions]] =
 
 
 async def _record(name: str) -> tuple[list[Event], ModelProfile]:
-    # A fixed folder: its path is in the system prompt, and so in every token count.
-    cwd = Path(tempfile.gettempdir()) / "forkagent-monitor-pinned" / name
+    # A fixed folder: its path is in the system prompt, and so in every token count (so not
+    # under ``TMPDIR``, which differs from machine to machine).
+    cwd = Path("/tmp/forkagent-monitor-pinned") / name
     cwd.mkdir(parents=True, exist_ok=True)
     with _only_session(cwd):
         return await _record_in(name, cwd)
