@@ -30,6 +30,7 @@ from ..state.transcript import (
     TranscriptWriter,
     check_written,
     flush_transcripts,
+    make_state_dir,
     shared_length,
     state_dir,
     transcript_name,
@@ -123,15 +124,16 @@ class Recorder:
         if keep:
             name = transcript_name(run.id)
             path = f"{self._folder}{os.sep}{name}"  # no ``Path`` made per fork
-            writer = TranscriptWriter(path, background=True, new=self._new_file(name))
+            new = self._new_file(name)
+            writer = TranscriptWriter(path, background=True, new=new, folder=self._folder)
             self.writers[run.id] = writer
             try:
-                with writer.together():  # header, history and status: one write
-                    if writer.header_written:
+                if writer.header_written:
+                    with writer.together():  # history and status: one write
                         writer.sync(run.messages)
-                    else:
-                        self._header(writer, run, background)
-                    writer.on_event(started)
+                        writer.on_event(started)
+                else:
+                    self._header(writer, run, background)  # with its status line
             except TranscriptError as exc:
                 self._stop_recording(run.id, exc)
             run.on_change = self._sync
@@ -157,6 +159,7 @@ class Recorder:
         not look for one (a system call per fork on the event loop).
         """
         if self._found is None:
+            make_state_dir(self._folder)  # once: every writer of the tree gets it made
             try:
                 self._found = set(os.listdir(self._folder))
             except FileNotFoundError:
@@ -166,8 +169,8 @@ class Recorder:
         return new
 
     def _header(self, writer: TranscriptWriter, run: AgentRun, background: bool) -> None:
-        """A new transcript's header and history; a fork's refers to the history its parent
-        recorded."""
+        """A new transcript's header, history and "running" status, in one append; a fork's
+        refers to the history its parent recorded."""
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
         messages = run.messages.snapshot()  # a ``History``: ``freeze`` would ask for a view first
@@ -177,7 +180,8 @@ class Recorder:
             same = above.system == run.system and above.tools == run.tool_specs
             reference = (above.agent_id, shared, parent.lines, same)
         template = self._template_for(run, background, reference)
-        writer.header_from(template, run.id, run.label, messages.prefix(shared), messages)
+        inherited = messages.prefix(shared)
+        writer.header_from(template, run.id, run.label, inherited, messages, status="running")
 
     def _template_for(
         self, run: AgentRun, background: bool, reference: tuple[str, int, int, bool] | None

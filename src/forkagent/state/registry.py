@@ -45,7 +45,7 @@ from ..events import FINAL_STATUSES, AgentKind, RecordStatus
 from ..messages import JsonValue
 from ..usage import Usage
 from . import _rows
-from ._appends import BACKGROUND
+from ._appends import BACKGROUND, _running_loop
 from ._rows import process_start as process_start
 from .transcript import (
     TranscriptError,
@@ -637,10 +637,10 @@ _STORABLE: frozenset[type] = frozenset({str, int, float, bool, bytes, type(None)
 """The types of a value that can go into a row (and through ``marshal`` to the helper)."""
 
 
-def _check_storable(agent_id: str, values: Collection[object]) -> None:
-    if not _STORABLE.issuperset(map(type, values)):
-        bad = sorted({type(value).__name__ for value in values} - {t.__name__ for t in _STORABLE})
-        raise TypeError(f"agent {agent_id!r}: a row cannot hold a value of type {', '.join(bad)}")
+def _unstorable(agent_id: str, values: Collection[object]) -> TypeError:
+    """The error for a row with a value of a type ``_STORABLE`` does not hold."""
+    bad = sorted({type(value).__name__ for value in values} - {t.__name__ for t in _STORABLE})
+    return TypeError(f"agent {agent_id!r}: a row cannot hold a value of type {', '.join(bad)}")
 
 
 class RegistryWriter(AgentRows):
@@ -680,9 +680,7 @@ class RegistryWriter(AgentRows):
         self._at_exit = False
 
     def register(self, record: AgentRecord) -> None:
-        values = _record_values(record)
-        _check_storable(record.id, values)
-        self._put((record.id, values, {}))
+        self._put(record.id, _record_values(record), {})
 
     def register_started(
         self,
@@ -724,16 +722,14 @@ class RegistryWriter(AgentRows):
             now,
             *_UNUSED,
         ]
-        _check_storable(agent_id, values)
-        self._put((agent_id, values, {}))
+        self._put(agent_id, values, {})
 
     def record_usage(self, agent_id: str, usage: Usage, *, turns: int, cost: float | None) -> None:
         """``update`` of ``_usage_changes``, whose columns are known updatable, nullable only
         for ``cost`` and never a status, so none of its checks but the types' can fail (a test
         holds the rows equal): it ran once per response on the event loop."""
         values: dict[str, object] = dict(_usage_changes(usage, turns, cost), updated_at=time.time())
-        _check_storable(agent_id, values.values())
-        self._put((agent_id, None, values))
+        self._put(agent_id, None, values)
 
     def finish(
         self, agent_id: str, status: RecordStatus, *, output: str = "", error: str | None = None
@@ -741,9 +737,7 @@ class RegistryWriter(AgentRows):
         """``update`` of ``_finish_changes``, whose only column that needs a value is the
         status, which ``checked_changes`` checks (a test holds the rows equal): once per
         agent on the event loop."""
-        values = checked_changes(_finish_changes(status, output, error))
-        _check_storable(agent_id, values.values())
-        self._put((agent_id, None, values))
+        self._put(agent_id, None, checked_changes(_finish_changes(status, output, error)))
 
     def update(self, agent_id: str, /, **changes: Any) -> None:
         """As ``Registry.update``; also refuses None for a column that needs a value,
@@ -756,8 +750,7 @@ class RegistryWriter(AgentRows):
             ]
         ):  # a finish without an error: the common None, in a column that may hold it
             raise ValueError(f"an agent's {', '.join(sorted(missing))} cannot be None")
-        _check_storable(agent_id, values.values())
-        self._put((agent_id, None, values))
+        self._put(agent_id, None, values)
 
     def mark_lost(self) -> None:
         """``Registry.mark_lost``, in order with the rows, by the helper process.
@@ -810,17 +803,20 @@ class RegistryWriter(AgentRows):
                 atexit.unregister(self.close)
                 self._at_exit = False
 
-    def _put(self, change: _rows.Change) -> None:
+    def _put(self, agent_id: str, row: list[object] | None, changes: dict[str, object]) -> None:
+        """Send a new ``row`` or ``changes`` to one, refused here if a value cannot be stored:
+        at the end of this turn of the event loop, or now off a loop."""
+        values = changes.values() if row is None else row
+        if not _STORABLE.issuperset(map(type, values)):  # checked inline: once per row
+            raise _unstorable(agent_id, values)
         with self._lock:
             if not self._at_exit:  # asked per row: the call only the first time
                 self._exit_waits()
             if self._held is not None:
-                self._held.append(change)
+                self._held.append((agent_id, row, changes))
                 return
-            self._sending.append(change)
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
+            self._sending.append((agent_id, row, changes))
+            if (loop := _running_loop()) is None:  # in C, without raising outside a loop
                 self._push_locked()  # no turn to wait for the end of
                 return
             if self._push_loop is not loop:  # not another loop's, which may have closed

@@ -771,7 +771,9 @@ class TranscriptWriter:
 
     ``new``: the caller knows no file is at ``path`` (the recorder of a tree,
     for an agent id it has just made), so none is looked for; the first line
-    makes it.
+    makes it. ``folder``: ``path``'s folder, which the caller made with
+    ``make_state_dir`` (a tree's recorder, whose agents share one): not asked
+    again per writer.
     """
 
     __slots__ = (
@@ -798,14 +800,18 @@ class TranscriptWriter:
         fsync: bool = False,
         background: bool = False,
         new: bool = False,
+        folder: str | None = None,
     ) -> None:
         self._file = os.fspath(path)
         self._fsync = fsync
         self._background = background
         self._appends: BackgroundAppends | OpenFiles = BACKGROUND if background else OPEN_FILES
         self._lock = threading.Lock()
-        self._folder = os.path.dirname(self._file)
-        make_state_dir(self._folder or ".")
+        if folder is None:
+            self._folder = os.path.dirname(self._file)
+            make_state_dir(self._folder or ".")
+        else:
+            self._folder = folder
         self._header: TranscriptHeader | FilledHeader | None = None
         self._history: HistoryView[Message] = _NO_HISTORY
         self._lines = 0
@@ -860,25 +866,44 @@ class TranscriptWriter:
         label: str,
         inherited: Sequence[Message] = (),
         history: HistoryView[Message] | None = None,
+        *,
+        status: TranscriptStatus | None = None,
     ) -> None:
         """``header`` with the template's header for this agent: its family's line, filled in.
 
         ``history``: the agent's history, which starts with ``inherited``: its messages
         after those are written next, as ``sync(history)`` would (known to follow
-        ``inherited``, they need no comparison).
+        ``inherited``, they need no comparison). ``status``: a status line after them
+        (a starting agent's ``"running"``). All of it goes in one append.
         """
-        self._start(*template.fill(agent_id, label), inherited)
-        if history is not None:
-            self._record(history, len(inherited))
+        header, line = template.fill(agent_id, label)
+        self._start(header, line, inherited, history, status)
 
     def _start(
-        self, header: TranscriptHeader | FilledHeader, line: bytes, inherited: Sequence[Message]
+        self,
+        header: TranscriptHeader | FilledHeader,
+        line: bytes,
+        inherited: Sequence[Message],
+        history: HistoryView[Message] | None = None,
+        status: TranscriptStatus | None = None,
     ) -> None:
+        """The header's line, ``history``'s messages after ``inherited`` and the ``status``
+        line, in one append (a fork's start: one call, not one per line)."""
         if self._header is not None:
             raise TranscriptError(self.path, "already has a header")
-        self._put(line, 0)
-        self._header = header
-        self._history = freeze(inherited)
+        self._header, self._history = header, freeze(inherited)  # a long message names it
+        lines = [line]
+        if history is not None:
+            lines += self._message_lines(history, len(self._history))
+        if status is not None:
+            lines.append(_JSON_ANY.to_json(_status_fields(status)) + b"\n")
+        try:
+            self._put(b"".join(lines), len(lines) - 1)
+        except TranscriptError:
+            self._header, self._history = None, _NO_HISTORY  # no header was written
+            raise
+        if history is not None:
+            self._history = history
 
     @property
     def lines(self) -> int:
@@ -921,16 +946,20 @@ class TranscriptWriter:
 
     def _record(self, messages: HistoryView[Message], keep: int) -> int:
         """Record ``messages``, whose first ``keep`` are the recorded history's first."""
-        first = self._next_line()
-        lines = [
-            self._message_line(keep + offset, m, first + offset)
-            for offset, m in enumerate(messages[keep:])
-        ]
+        lines = self._message_lines(messages, keep)
         if keep < len(self._history) and not lines:
             lines.append(_json_line(TruncateEntry(length=keep)))
         self._write_lines(lines)
         self._history = messages
         return len(lines)
+
+    def _message_lines(self, messages: HistoryView[Message], keep: int) -> list[bytes]:
+        """The lines of ``messages`` after the first ``keep``, numbered from the next line."""
+        first = self._next_line()
+        return [
+            self._message_line(keep + offset, m, first + offset)
+            for offset, m in enumerate(messages[keep:])
+        ]
 
     def _next_line(self) -> int:
         """The number the next line after the header gets, counting lines still gathered."""
