@@ -48,6 +48,10 @@ class OpenFiles:
     thousands of agents far below any open-file limit.
     """
 
+    failing = False
+    """Whether an append may have failed after it returned: never, each fails as it is made
+    (``BackgroundAppends.failing``'s counterpart, which a writer asks before every line)."""
+
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._open: OrderedDict[str, int] = OrderedDict()

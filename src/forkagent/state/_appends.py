@@ -138,8 +138,8 @@ class BackgroundAppends:
         """Appends sent so far; a sync request carries the count it waits for."""
         self._queued: list[bytes] = []
         """Requests of this turn of the event loop, for the pipe at its end."""
-        self._tail: tuple[str, int, list[bytes]] | None = None
-        """The last append (path, flags, lines), open for more lines to its file."""
+        self._turn: list[tuple[str, int, bytes]] = []
+        """Appends (path, flags, lines) not yet framed: the loop's turn's, framed at its end."""
         self._before_push: list[Callable[[], object]] = []
         """Called at the end of the turn, before its push (``at_turn_end``)."""
         self._push_loop: asyncio.AbstractEventLoop | None = None
@@ -165,20 +165,21 @@ class BackgroundAppends:
                 OPEN_FILES.append(path, data, fsync=fsync, create=create)
                 return
         flags = (FSYNC if fsync else 0) | (CREATE if create else 0)
+        loop = _running_loop()
         with self._sending:
-            tail = self._tail
-            # The same file's next lines in this turn of the loop (a fork's reply, usage,
-            # cache report and status come one after another): one request, one write.
-            if (
-                tail is not None
-                and tail[0] is path
-                and flags == tail[1] & FSYNC
-                and self._push_loop is not None
-                and self._push_loop is _running_loop()
-            ):
-                tail[2].append(data)
+            if self._broken is not None or self._outbox is None:
+                return  # failed: ``failure`` says so
+            # On a loop, the turn's appends are framed at its end (``_seal``), one request
+            # per run of one file's lines: a fork's reply, usage, cache report and status
+            # come one after another. Here only the pair is kept, at the cost of one call.
+            self._turn.append((path, flags, data))
+            self._sent += 1
+            if loop is not None:
+                if self._push_loop is not loop:
+                    self._push_loop = loop
+                    loop.call_soon(self._push)
                 return
-        self._send(APPEND, path, data, flags)
+        self._write_queued()  # no turn to wait for the end of
 
     def send_rows(self, database: str, rows: bytes) -> bool:
         """Send ``rows`` (``marshal``-ed ``(timeout, [_rows.Change], sweep)``) to be written
@@ -280,26 +281,22 @@ class BackgroundAppends:
                 daemon=True,
             ).start()
 
-    def _send(self, kind: int, path: str | bytes, data: bytes, flags: int) -> None:
-        """One request, after everything sent before it; an append's path as a ``str``.
+    def _send(self, kind: int, path: bytes, data: bytes, flags: int) -> None:
+        """One request other than an append, after everything sent before it.
 
         On an event loop, the requests of one turn of the loop go to the pipe together at
         its end: each write wakes the helper, and waking a process on the other processor
-        cost the loop 20 to 30 us a time here (six lines per fork). The last append stays
-        open for more lines to the same file (``append``) until another request follows.
+        cost the loop 20 to 30 us a time here (six lines per fork).
         """
         loop = _running_loop()
         with self._sending:
             if self._broken is not None or self._outbox is None:
                 return
             self._seal()
-            if isinstance(path, str):
-                self._tail = (path, flags, [data])
-            else:
-                self._queued.append(REQUEST.pack(kind, flags, len(path), len(data)) + path + data)
-            if kind in (APPEND, ROWS):
+            self._queued.append(REQUEST.pack(kind, flags, len(path), len(data)) + path + data)
+            if kind == ROWS:
                 self._sent += 1
-            if loop is not None and kind in (APPEND, ROWS):
+            if loop is not None and kind == ROWS:
                 if self._push_loop is not loop:
                     self._push_loop = loop
                     loop.call_soon(self._push)
@@ -307,13 +304,21 @@ class BackgroundAppends:
         self._write_queued()  # not the turn's callbacks: their caller may hold their locks
 
     def _seal(self) -> None:
-        """Queue the open append, whole (the caller holds ``_sending``)."""
-        if (tail := self._tail) is not None:
-            self._tail = None
-            path, flags, parts = tail
-            encoded, data = path.encode(_FS_ENCODING, _FS_ERRORS), b"".join(parts)
-            self._queued.append(REQUEST.pack(APPEND, flags, len(encoded), len(data)) + encoded)
-            self._queued.append(data)
+        """Frame the appends not yet framed into requests, in order: one per run of lines to
+        one file, unless a line may make the file (the caller holds ``_sending``)."""
+        if not self._turn:
+            return
+        turn, self._turn = self._turn, []
+        runs: list[tuple[str, int, list[bytes]]] = []
+        for path, flags, data in turn:
+            if runs and runs[-1][0] is path and flags == runs[-1][1] & FSYNC:
+                runs[-1][2].append(data)
+            else:
+                runs.append((path, flags, [data]))
+        for path, flags, parts in runs:
+            encoded, joined = path.encode(_FS_ENCODING, _FS_ERRORS), b"".join(parts)
+            self._queued.append(REQUEST.pack(APPEND, flags, len(encoded), len(joined)) + encoded)
+            self._queued.append(joined)
 
     def _push(self) -> None:
         """The end of a turn of the loop: its callbacks, then its requests into the pipe."""

@@ -778,7 +778,6 @@ class TranscriptWriter:
 
     __slots__ = (
         "_appends",
-        "_background",
         "_closed",
         "_create",
         "_file",
@@ -804,7 +803,6 @@ class TranscriptWriter:
     ) -> None:
         self._file = os.fspath(path)
         self._fsync = fsync
-        self._background = background
         self._appends: BackgroundAppends | OpenFiles = BACKGROUND if background else OPEN_FILES
         self._lock = threading.Lock()
         if folder is None:
@@ -1109,7 +1107,7 @@ class TranscriptWriter:
             self._closed = True
             flush_transcripts()
             OPEN_FILES.release(self._file)
-            if self._failing():
+            if self._appends.failing:
                 self._raise_failed_append()
 
     def __enter__(self) -> TranscriptWriter:
@@ -1165,7 +1163,7 @@ class TranscriptWriter:
         with self._lock:
             if self._closed:
                 raise TranscriptError(self.path, "the writer is closed")
-            if self._failing():
+            if self._appends.failing:  # an attribute: asked per line, it costs no call
                 self._raise_failed_append()
             self._append_lines(data)
             self._lines += lines
@@ -1179,11 +1177,6 @@ class TranscriptWriter:
                 self.path, f"a line could not be written ({exc.strerror or exc})"
             ) from exc
         self._create = False
-
-    def _failing(self) -> bool:
-        """Whether a background line of any file failed: then ``_raise_failed_append`` looks
-        for one of this file (asked per line, so the look-up costs nothing otherwise)."""
-        return self._background and BACKGROUND.failing
 
     def _raise_failed_append(self) -> None:
         """A line queued earlier never reached the file: say so instead of writing on."""
