@@ -76,12 +76,12 @@ class Recorder:
             self.registry_writes = RegistryWriter(self.registry)
 
     def __call__(self, event: Event) -> None:
-        if type(event) not in _RECORDED:
+        if (kind := type(event)) not in _RECORDED:
             return  # one look-up: a fork's requests and stream events are most of them
         run = self.runs.get(event.agent_id)
         if run is None:
             return
-        if isinstance(event, AgentStarted):
+        if type(event) is AgentStarted:  # exact types: ``_RECORDED`` holds no subclass
             self._attach(run, event)
             return
         if (writer := self.writers.get(run.id)) is not None:
@@ -90,9 +90,9 @@ class Recorder:
             except TranscriptError as exc:
                 self._stop_recording(run.id, exc)
             else:
-                if isinstance(event, AgentFinished) and run.parent_id is not None:
+                if kind is AgentFinished and run.parent_id is not None:
                     self._end(run.id)
-        if self.registry_writes is not None and type(event) in _ROW_EVENTS:
+        if self.registry_writes is not None and kind in _ROW_EVENTS:
             self._registry_update(self.registry_writes, run, event)
 
     def _end(self, agent_id: str) -> None:
@@ -222,12 +222,12 @@ class Recorder:
 
     @staticmethod
     def _registry_update(writes: RegistryWriter, run: AgentRun, event: Event) -> None:
-        if isinstance(event, ResponseReceived):
+        if type(event) is ResponseReceived:  # exact types, as ``_ROW_EVENTS`` holds them
             cost_so_far = cost(run.model.name, run.usage)
             writes.record_usage(run.id, run.usage, turns=run.turns, cost=cost_so_far)
-        elif isinstance(event, AgentMovedToBackground):
+        elif type(event) is AgentMovedToBackground:
             writes.update(run.id, background=True)
-        elif isinstance(event, AgentFinished):
+        elif type(event) is AgentFinished:
             writes.finish(run.id, event.status, output=event.output, error=event.error)
 
     @property

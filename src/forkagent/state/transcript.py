@@ -827,7 +827,11 @@ class TranscriptWriter:
             # Created now (private); a new file is made by its first line. Not held open
             # for the writer's life: a tree of thousands of agents must not need a file
             # descriptor each; ``OpenFiles`` keeps the few written last open.
-            self._append_lines(b"")
+            try:
+                self._appends.append(self._file, b"", fsync=fsync, create=True)
+            except OSError as exc:
+                raise self._lost(exc) from exc
+            self._create = False
 
     def _recover(self) -> _Fold:
         fold = _Fold(self.path)
@@ -1165,18 +1169,19 @@ class TranscriptWriter:
                 raise TranscriptError(self.path, "the writer is closed")
             if self._appends.failing:  # an attribute: asked per line, it costs no call
                 self._raise_failed_append()
-            self._append_lines(data)
+            try:
+                self._appends.append(self._file, data, fsync=self._fsync, create=self._create)
+            except OSError as exc:
+                raise self._lost(exc) from exc
+            self._create = False
             self._lines += lines
 
-    def _append_lines(self, data: bytes) -> None:
-        try:
-            self._appends.append(self._file, data, fsync=self._fsync, create=self._create)
-        except OSError as exc:  # written on this thread (no background, or no helper)
-            self._closed = True
-            raise TranscriptError(
-                self.path, f"a line could not be written ({exc.strerror or exc})"
-            ) from exc
-        self._create = False
+    def _lost(self, error: OSError) -> TranscriptError:
+        """An append failed on this thread (no background, or no helper): the writer stops."""
+        self._closed = True
+        return TranscriptError(
+            self.path, f"a line could not be written ({error.strerror or error})"
+        )
 
     def _raise_failed_append(self) -> None:
         """A line queued earlier never reached the file: say so instead of writing on."""
