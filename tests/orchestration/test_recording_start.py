@@ -1,0 +1,198 @@
+"""A fork's start in one append, its folder made once per tree, a loop's turn framed at its end.
+
+Each of these paths replaces several calls per fork on the event loop; each test holds it
+to what the general path writes (the same lines but for their times, in the same order).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from forkagent import Agent, RuntimeOptions
+from forkagent._orchestration import recording
+from forkagent.emulator import Emulator
+from forkagent.emulator.timing import NO_LATENCY
+from forkagent.history import History
+from forkagent.messages import AssistantMessage, TextBlock, UserMessage
+from forkagent.models.emulator import EmulatorModel
+from forkagent.state import transcript
+from forkagent.state._append_helper import APPEND, OpenFiles
+from forkagent.state._appends import BackgroundAppends
+from forkagent.state.transcript import (
+    HeaderTemplate,
+    StatusEntry,
+    TranscriptError,
+    TranscriptHeader,
+    TranscriptWriter,
+    read_transcript,
+    transcript_path,
+)
+
+from .test_appends import _requests
+
+HEADER = TranscriptHeader(agent_id="fork-0", root_id="root", model="claude-sonnet-4-6", cwd="/w")
+
+
+def _conversation() -> list[UserMessage | AssistantMessage]:
+    return [
+        UserMessage(content=(TextBlock(text="Plan the work."),)),
+        AssistantMessage(content=(TextBlock(text="Planned."),)),
+        UserMessage(content=(TextBlock(text="Do task 1."),)),
+    ]
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def _without_times(path: Path) -> list[dict[str, object]]:
+    return [{k: v for k, v in line.items() if k != "at"} for line in _lines(path)]
+
+
+@pytest.mark.parametrize("inherited", [0, 2, 3])
+def test_a_start_in_one_append_writes_the_lines_a_header_and_a_status_would(
+    tmp_path: Path, inherited: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``header_from(..., status=...)``: the header, the messages after ``inherited`` and the
+    status line, byte for byte as written one call each but for their times (in order), in
+    one append."""
+    appends: list[bytes] = []
+    real_append = OpenFiles.append
+
+    def counted(self: OpenFiles, path: str, data: bytes, *, fsync: bool, create: bool) -> None:
+        appends.append(data)
+        real_append(self, path, data, fsync=fsync, create=create)
+
+    monkeypatch.setattr(OpenFiles, "append", counted)
+    template = HeaderTemplate(HEADER)
+    history = History(_conversation()).snapshot()
+    joined, apart = tmp_path / "joined.jsonl", tmp_path / "apart.jsonl"
+    with TranscriptWriter(joined, new=True) as writer:
+        writer.header_from(
+            template, "fork-1", "x", history.prefix(inherited), history, status="running"
+        )
+        assert len(appends) == 1
+        assert writer.lines == len(history) - inherited + 1
+        assert writer.history == history
+    with TranscriptWriter(apart) as writer:
+        writer.header_from(template, "fork-1", "x", history.prefix(inherited), history)
+        writer.status("running")
+    assert _without_times(joined) == _without_times(apart)
+    times = [str(line["at"]) for line in _lines(joined)]
+    assert times == sorted(times)  # truthful: each line's own time, in the order written
+    assert [line["type"] for line in _lines(joined)] == (
+        ["header"] + ["message"] * (len(history) - inherited) + ["status"]
+    )
+
+
+def test_a_start_that_cannot_be_written_leaves_the_writer_without_a_header(
+    tmp_path: Path,
+) -> None:
+    """The append fails (the folder is gone): the error is the writer's, and no header is
+    taken as written."""
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    writer = TranscriptWriter(folder / "t.jsonl", new=True)
+    shutil.rmtree(folder)
+    history = History(_conversation()).snapshot()
+    with pytest.raises(TranscriptError, match="could not be written"):
+        writer.header_from(HeaderTemplate(HEADER), "fork-1", "x", (), history, status="running")
+    assert not writer.header_written
+    assert writer.lines == 0
+    assert list(writer.history) == []
+
+
+def test_a_writer_given_its_folder_does_not_ask_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``folder``: the caller made it; without it, the writer asks (and fails here)."""
+
+    def refuse(folder: Path | str) -> None:
+        raise AssertionError(f"asked for {folder}")
+
+    monkeypatch.setattr(transcript, "make_state_dir", refuse)
+    path = tmp_path / "t.jsonl"
+    with TranscriptWriter(path, folder=str(tmp_path), new=True) as writer:
+        writer.header(HEADER)
+    assert read_transcript(path).header == HEADER
+    with pytest.raises(AssertionError, match="asked for"):
+        TranscriptWriter(tmp_path / "u.jsonl")
+
+
+async def test_a_tree_makes_its_transcripts_folder_once_and_every_fork_starts_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recorder makes the tree's folder once, not once per agent; each fork's start
+    (header, directive, "running") still reads back whole."""
+    made: list[str] = []
+
+    def counted(folder: Path | str) -> None:
+        made.append(str(folder))
+        transcript.make_state_dir(folder)
+
+    monkeypatch.setattr(recording, "make_state_dir", counted)
+    agent = Agent(
+        model=EmulatorModel("claude-sonnet-4-6", Emulator(latency=NO_LATENCY)),
+        cwd=tmp_path,
+        options=RuntimeOptions(max_agents=10, resume_on_notification=False),
+        load_agent_files=False,
+    )
+    async with agent.session() as session:
+        await session.send("Plan the work.")
+        root = session.root.id
+        tasks = await session.fork([f"Do task {n}." for n in range(6)], background=True)
+        results = [await task.wait() for task in tasks]
+    assert len(made) == 1
+    for n, (task, result) in enumerate(zip(tasks, results, strict=True)):
+        read = read_transcript(transcript_path(root, task.id))
+        assert read.header.agent_id == task.id
+        assert read.messages[-2].text.endswith(f"Do task {n}.")
+        assert read.messages[-1].text == result.output
+        statuses = [e.status for e in read.entries if isinstance(e, StatusEntry)]
+        assert statuses == ["running", "completed"]
+
+
+async def test_an_append_off_the_loop_goes_out_at_once_after_the_turns_appends(
+    tmp_path: Path,
+) -> None:
+    """A thread's append does not wait for the loop's turn to end, and does not pass the
+    lines the turn has kept: both go out in one write, the turn's first."""
+    appends = BackgroundAppends()
+    try:
+        a, b = str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
+        appends.append(a, b"a0\n", fsync=False, create=True)  # starts the helper
+        appends.flush()
+        outbox = appends._outbox
+        assert outbox is not None
+        writes: list[bytes] = []
+        real_put = outbox.put
+
+        def put(data: bytes) -> None:
+            writes.append(data)
+            real_put(data)
+
+        outbox.put = put  # type: ignore[method-assign]  # see what goes to the pipe
+        appends.append(a, b"a1\n", fsync=False, create=False)  # kept for the turn's end
+        assert writes == []
+        other = threading.Thread(
+            target=appends.append, args=(b, b"b0\n"), kwargs={"fsync": False, "create": True}
+        )
+        other.start()
+        other.join()  # the turn has not ended
+        assert [(kind, path, data) for kind, _, path, data in _requests(b"".join(writes))] == [
+            (APPEND, a, b"a1\n"),
+            (APPEND, b, b"b0\n"),
+        ]
+        await asyncio.sleep(0)
+        assert len(writes) == 1  # the turn's end had nothing left to send
+        appends.flush()
+        assert await asyncio.to_thread(Path(a).read_bytes) == b"a0\na1\n"
+        assert await asyncio.to_thread(Path(b).read_bytes) == b"b0\n"
+    finally:
+        appends.close()
