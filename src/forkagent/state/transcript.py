@@ -949,7 +949,7 @@ class TranscriptWriter:
     def _record(self, messages: HistoryView[Message], keep: int) -> int:
         """Record ``messages``, whose first ``keep`` are the recorded history's first."""
         lines = self._message_lines(messages, keep)
-        if keep < len(self._history) and not lines:
+        if not lines and keep < len(self._history):  # the length only when nothing is new
             lines.append(_json_line(TruncateEntry(length=keep)))
         self._write_lines(lines)
         self._history = messages
@@ -1150,7 +1150,8 @@ class TranscriptWriter:
         """All lines in one write call, so a crash tears at most the last one."""
         if not lines:
             return
-        self._required_header()
+        if self._header is None:
+            self._required_header()  # raises
         self._put(b"".join(lines), len(lines))
 
     def _write_line(self, line: bytes) -> None:
