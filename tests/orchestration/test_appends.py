@@ -209,18 +209,7 @@ async def test_a_turns_lines_to_one_file_go_to_the_helper_as_one_request(
     """Lines to one file one after another in a turn: one append; another file's line, a
     sync or a new file in between splits them; every file gets its lines in order."""
     a, b = str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
-    appends.append(a, b"a0\n", fsync=False, create=True)  # starts the helper
-    appends.flush()
-    sent: list[bytes] = []
-    outbox = appends._outbox
-    assert outbox is not None
-    real_put = outbox.put
-
-    def put(data: bytes) -> None:
-        sent.append(data)
-        real_put(data)
-
-    monkeypatch.setattr(outbox, "put", put)
+    sent = _writes_to_the_pipe(appends, a, monkeypatch)
     for path, line, create in [
         (a, b"a1\n", False),
         (a, b"a2\n", False),
@@ -244,6 +233,51 @@ async def test_a_turns_lines_to_one_file_go_to_the_helper_as_one_request(
     assert await asyncio.to_thread(_wait_for, Path(b), b"b0\nb1\n") == b"b0\nb1\n"
 
 
+def _writes_to_the_pipe(
+    appends: BackgroundAppends, first: str, monkeypatch: pytest.MonkeyPatch
+) -> list[bytes]:
+    """Start the helper with a line ``a0`` to ``first``; the list fills with each write to its
+    pipe from then on."""
+    appends.append(first, b"a0\n", fsync=False, create=True)
+    appends.flush()
+    outbox = appends._outbox
+    assert outbox is not None
+    writes: list[bytes] = []
+    real_put = outbox.put
+
+    def put(data: bytes) -> None:
+        writes.append(data)
+        real_put(data)
+
+    monkeypatch.setattr(outbox, "put", put)
+    return writes
+
+
+async def test_an_append_off_the_loop_goes_out_at_once_after_the_turns_appends(
+    tmp_path: Path, appends: BackgroundAppends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread's append does not wait for the loop's turn to end, and does not pass the
+    lines the turn has kept: both go out in one write, the turn's first."""
+    a, b = str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
+    writes = _writes_to_the_pipe(appends, a, monkeypatch)
+    appends.append(a, b"a1\n", fsync=False, create=False)  # kept for the turn's end
+    assert writes == []
+    other = threading.Thread(
+        target=appends.append, args=(b, b"b0\n"), kwargs={"fsync": False, "create": True}
+    )
+    other.start()
+    other.join()  # the turn has not ended
+    assert [(kind, path, data) for kind, _, path, data in _requests(b"".join(writes))] == [
+        (APPEND, a, b"a1\n"),
+        (APPEND, b, b"b0\n"),
+    ]
+    await asyncio.sleep(0)
+    assert len(writes) == 1  # the turn's end had nothing left to send
+    appends.flush()
+    assert await asyncio.to_thread(Path(a).read_bytes) == b"a0\na1\n"
+    assert await asyncio.to_thread(Path(b).read_bytes) == b"b0\n"
+
+
 def _requests(data: bytes) -> list[tuple[int, int, str, bytes]]:
     """The requests in bytes sent to the helper, as its reader sees them."""
     found: list[tuple[int, int, str, bytes]] = []
@@ -263,18 +297,7 @@ async def test_what_a_turns_end_sends_goes_in_the_same_pipe_write_as_the_turns_l
     one wake-up of the helper. A sync sent meanwhile goes at once, without waiting for the
     turn's callbacks, which may need a lock its sender holds."""
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    appends.append(str(a), b"a0\n", fsync=False, create=True)  # starts the helper
-    appends.flush()
-    outbox = appends._outbox
-    assert outbox is not None
-    writes: list[bytes] = []
-    real_put = outbox.put
-
-    def put(data: bytes) -> None:
-        writes.append(data)
-        real_put(data)
-
-    monkeypatch.setattr(outbox, "put", put)
+    writes = _writes_to_the_pipe(appends, str(a), monkeypatch)
     held = threading.Lock()
 
     def at_the_end() -> None:

@@ -1,4 +1,4 @@
-"""A fork's start in one append, its folder made once per tree, a loop's turn framed at its end.
+"""A fork's start in one append, and its tree's folder made once.
 
 Each of these paths replaces several calls per fork on the event loop; each test holds it
 to what the general path writes (the same lines but for their times, in the same order).
@@ -6,10 +6,8 @@ to what the general path writes (the same lines but for their times, in the same
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
@@ -22,8 +20,7 @@ from forkagent.history import History
 from forkagent.messages import AssistantMessage, TextBlock, UserMessage
 from forkagent.models.emulator import EmulatorModel
 from forkagent.state import transcript
-from forkagent.state._append_helper import APPEND, OpenFiles
-from forkagent.state._appends import BackgroundAppends
+from forkagent.state._append_helper import OpenFiles
 from forkagent.state.transcript import (
     HeaderTemplate,
     StatusEntry,
@@ -33,8 +30,6 @@ from forkagent.state.transcript import (
     read_transcript,
     transcript_path,
 )
-
-from .test_appends import _requests
 
 HEADER = TranscriptHeader(agent_id="fork-0", root_id="root", model="claude-sonnet-4-6", cwd="/w")
 
@@ -156,43 +151,3 @@ async def test_a_tree_makes_its_transcripts_folder_once_and_every_fork_starts_wh
         assert read.messages[-1].text == result.output
         statuses = [e.status for e in read.entries if isinstance(e, StatusEntry)]
         assert statuses == ["running", "completed"]
-
-
-async def test_an_append_off_the_loop_goes_out_at_once_after_the_turns_appends(
-    tmp_path: Path,
-) -> None:
-    """A thread's append does not wait for the loop's turn to end, and does not pass the
-    lines the turn has kept: both go out in one write, the turn's first."""
-    appends = BackgroundAppends()
-    try:
-        a, b = str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
-        appends.append(a, b"a0\n", fsync=False, create=True)  # starts the helper
-        appends.flush()
-        outbox = appends._outbox
-        assert outbox is not None
-        writes: list[bytes] = []
-        real_put = outbox.put
-
-        def put(data: bytes) -> None:
-            writes.append(data)
-            real_put(data)
-
-        outbox.put = put  # type: ignore[method-assign]  # see what goes to the pipe
-        appends.append(a, b"a1\n", fsync=False, create=False)  # kept for the turn's end
-        assert writes == []
-        other = threading.Thread(
-            target=appends.append, args=(b, b"b0\n"), kwargs={"fsync": False, "create": True}
-        )
-        other.start()
-        other.join()  # the turn has not ended
-        assert [(kind, path, data) for kind, _, path, data in _requests(b"".join(writes))] == [
-            (APPEND, a, b"a1\n"),
-            (APPEND, b, b"b0\n"),
-        ]
-        await asyncio.sleep(0)
-        assert len(writes) == 1  # the turn's end had nothing left to send
-        appends.flush()
-        assert await asyncio.to_thread(Path(a).read_bytes) == b"a0\na1\n"
-        assert await asyncio.to_thread(Path(b).read_bytes) == b"b0\n"
-    finally:
-        appends.close()
