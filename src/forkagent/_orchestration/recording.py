@@ -81,7 +81,9 @@ class Recorder:
         run = self.runs.get(event.agent_id)
         if run is None:
             return
-        if type(event) is AgentStarted:  # exact types: ``_RECORDED`` holds no subclass
+        # Exact types (``_RECORDED`` holds no subclass); ``type(event)`` here, not ``kind``,
+        # as the type checker narrows ``event`` by it.
+        if type(event) is AgentStarted:
             self._attach(run, event)
             return
         if (writer := self.writers.get(run.id)) is not None:

@@ -171,7 +171,7 @@ class BackgroundAppends:
                 return  # failed: ``failure`` says so
             # On a loop, the turn's appends are framed at its end (``_seal``), one request
             # per run of one file's lines: a fork's reply, usage, cache report and status
-            # come one after another. Here only the pair is kept, at the cost of one call.
+            # come one after another. Here an append is only kept, as a tuple.
             self._turn.append((path, flags, data))
             self._sent += 1
             if loop is not None:
