@@ -151,3 +151,12 @@ async def test_a_tree_makes_its_transcripts_folder_once_and_every_fork_starts_wh
         assert read.messages[-1].text == result.output
         statuses = [e.status for e in read.entries if isinstance(e, StatusEntry)]
         assert statuses == ["running", "completed"]
+
+
+def test_a_writer_that_cannot_make_its_file_says_so_as_it_opens(tmp_path: Path) -> None:
+    """An existing transcript's writer makes its file as it opens: a failure there is the
+    same ``TranscriptError`` a line's would be (the link points into a missing folder)."""
+    link = tmp_path / "t.jsonl"
+    link.symlink_to(tmp_path / "missing" / "t.jsonl")
+    with pytest.raises(TranscriptError, match="a line could not be written"):
+        TranscriptWriter(link)
