@@ -237,8 +237,31 @@ async def test_the_caller_handed_over_in_process_is_the_one_its_header_names_ove
         CALLER.reset(token)
     expected = CallingAgent("fork-7-ab12", "part,two", "fork", 3) if caller else None
     assert seen == [expected] * 4
-    # In process a caller is not written to be parsed again; over HTTP its header is read.
-    assert parsed == ([True] * 2 if caller else [False] * 4)
+    # In process a caller is not written to be parsed again; over HTTP its header is read
+    # (and no header is no agent, nothing parsed).
+    assert parsed == ([True] * 2 if caller else [])
+
+
+async def test_dispatch_reads_an_agent_handed_over_before_its_header(emu: Emulator) -> None:
+    """``dispatch(agent=...)`` is what policies see; without it the header (any case) says."""
+    seen: list[CallingAgent | None] = []
+
+    def policy(request: EmulatedRequest) -> Reply:
+        seen.append(request.agent)
+        return Reply(text="ok")
+
+    emu.set_policy(policy)
+    body = {
+        "model": "claude-opus-4-1",
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    header = {"X-Emulator-Agent": agent_header("main-0-abc", "main", "main", 2)}
+    handed = CallingAgent("fork-1-def", "a;b", "fork", 1)
+    await emu.dispatch("POST", "/v1/messages", body, header)
+    await emu.dispatch("POST", "/v1/messages", body, header, agent=handed)
+    await emu.dispatch("POST", "/v1/messages", body)
+    assert seen == [CallingAgent("main-0-abc", "main", "main", 2), handed, None]
 
 
 @settings(max_examples=300, deadline=None)

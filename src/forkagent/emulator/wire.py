@@ -15,7 +15,7 @@ from ..usage import Usage
 from . import tokens
 from .cache import PREFIX_WRITE, TTL_SECONDS, CacheResult
 from .errors import invalid
-from .policies import CallingAgent, EmulatedRequest, Reply, ToolCall
+from .policies import AGENT_HEADER, CallingAgent, EmulatedRequest, Reply, ToolCall
 
 Json: TypeAlias = dict[str, Any]
 StopKind: TypeAlias = Literal["end", "tool_use", "max_tokens", "stop_sequence"]
@@ -54,7 +54,10 @@ class Call:
 
     def calling_agent(self) -> CallingAgent | None:
         """Which forkagent agent sent the call: as handed over, else from ``AGENT_HEADER``."""
-        return self.agent if self.agent is not None else CallingAgent.from_headers(self.headers)
+        if self.agent is not None:
+            return self.agent
+        # No header names none (what ``from_headers`` would find), without parsing.
+        return CallingAgent.from_headers(self.headers) if AGENT_HEADER in self.headers else None
 
 
 @dataclass(frozen=True, slots=True)
