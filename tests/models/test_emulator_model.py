@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Mapping
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from forkagent.emulator import CacheSettings, Emulator, Fault, Latency, default_emulator, serve
-from forkagent.emulator.policies import CallingAgent, EmulatedRequest, Reply
+from forkagent.emulator.policies import (
+    AGENT_HEADER,
+    CallingAgent,
+    EmulatedRequest,
+    Reply,
+    agent_header,
+)
 from forkagent.errors import (
     ConfigurationError,
     OverloadedError,
@@ -190,3 +199,80 @@ async def test_each_wire_tells_the_policy_which_agent_calls(
     finally:
         CALLER.reset(token)
     assert seen == [None, CallingAgent("fork-7-ab12", "part,two", "fork", 3)]
+
+
+@pytest.mark.parametrize("caller", [Caller("fork-7-ab12", "part;two", "fork", 3), None])
+async def test_the_caller_handed_over_in_process_is_the_one_its_header_names_over_http(
+    emu: Emulator, caller: Caller | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process the agent is handed to the emulator; over HTTP it rides in a header.
+    Policies see the same ``CallingAgent`` either way, requested or streamed."""
+    seen: list[CallingAgent | None] = []
+    parsed: list[bool] = []
+    from_headers = CallingAgent.from_headers.__func__  # type: ignore[attr-defined]
+
+    def parsing(cls: type[CallingAgent], headers: Mapping[str, str]) -> CallingAgent | None:
+        parsed.append(AGENT_HEADER in headers)
+        return from_headers(cls, headers)  # type: ignore[no-any-return]
+
+    def policy(request: EmulatedRequest) -> Reply:
+        seen.append(request.agent)
+        return Reply(text="ok")
+
+    monkeypatch.setattr(CallingAgent, "from_headers", classmethod(parsing))
+    emu.set_policy(policy)
+    request = ModelRequest(model="claude-opus-4-1", messages=(user("hi"),))
+    token = CALLER.set(caller)
+    try:
+        with serve(emu) as server:
+            for model in (
+                EmulatorModel("claude-opus-4-1", emu),
+                EmulatorModel("claude-opus-4-1", url=server.url),
+            ):
+                await model.request(request)
+                async for _ in model.stream(request):
+                    pass
+                await model.aclose()
+    finally:
+        CALLER.reset(token)
+    expected = CallingAgent("fork-7-ab12", "part,two", "fork", 3) if caller else None
+    assert seen == [expected] * 4
+    # In process a caller is not written to be parsed again; over HTTP its header is read
+    # (and no header is no agent, nothing parsed).
+    assert parsed == ([True] * 2 if caller else [])
+
+
+async def test_dispatch_reads_an_agent_handed_over_before_its_header(emu: Emulator) -> None:
+    """``dispatch(agent=...)`` is what policies see; without it the header (any case) says."""
+    seen: list[CallingAgent | None] = []
+
+    def policy(request: EmulatedRequest) -> Reply:
+        seen.append(request.agent)
+        return Reply(text="ok")
+
+    emu.set_policy(policy)
+    body = {
+        "model": "claude-opus-4-1",
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    header = {"X-Emulator-Agent": agent_header("main-0-abc", "main", "main", 2)}
+    handed = CallingAgent("fork-1-def", "a;b", "fork", 1)
+    await emu.dispatch("POST", "/v1/messages", body, header)
+    await emu.dispatch("POST", "/v1/messages", body, header, agent=handed)
+    await emu.dispatch("POST", "/v1/messages", body)
+    assert seen == [CallingAgent("main-0-abc", "main", "main", 2), handed, None]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    agent_id=st.text(st.sampled_from("ab;,1-")) | st.text(),
+    label=st.text(st.sampled_from("ab;,1 ")) | st.text(),
+    kind=st.sampled_from(["main", "fork", "named", "a;b", ""]) | st.text(),
+    turn=st.integers(min_value=-2, max_value=10**9),
+)
+def test_a_handed_over_agent_is_what_its_header_would_say(
+    agent_id: str, label: str, kind: str, turn: int
+) -> None:
+    header = {AGENT_HEADER: agent_header(agent_id, label, kind, turn)}
+    assert CallingAgent.tagged(agent_id, label, kind, turn) == CallingAgent.from_headers(header)

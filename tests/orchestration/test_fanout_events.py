@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, ValuesView
+import gc
+import hashlib
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator, ValuesView
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ from forkagent._orchestration.tasks import AgentTask
 from forkagent.emulator import Emulator, Latency
 from forkagent.emulator.timing import NO_LATENCY
 from forkagent.events import Event, RequestSent, ResponseReceived
-from forkagent.messages import AssistantMessage, TextBlock
+from forkagent.messages import AssistantMessage, JsonValue, TextBlock
 from forkagent.models.base import (
     Model,
     ModelProfile,
@@ -31,7 +34,13 @@ from forkagent.models.base import (
 from forkagent.models.emulator import EmulatorModel
 from forkagent.models.function import FunctionModel
 from forkagent.pricing import price_for
-from forkagent.requests import ModelRequest, ModelSettings, ThinkingConfig
+from forkagent.requests import (
+    ModelRequest,
+    ModelSettings,
+    ThinkingConfig,
+    ToolSpec,
+    canonical_json,
+)
 from forkagent.state.transcript import UsageEntry, read_transcript, transcript_path
 from forkagent.telemetry import EconomicsRecorder, Listener, UsageRecorder
 from forkagent.usage import Usage
@@ -155,6 +164,38 @@ async def test_when_the_model_refuses_to_prewarm_the_siblings_wait_for_the_first
     assert writes[1] < 20 < writes[2]
 
 
+async def test_a_leaders_stream_is_finished_not_left_to_the_loops_finalizer(
+    tmp_path: Path,
+) -> None:
+    """The leader streams (Anthropic's warm-up); every generator of that stream ends with
+    it, none is closed later by the event loop's finalizer hook."""
+    finalized: list[str] = []
+    hooks = sys.get_asyncgen_hooks()
+
+    def finalizer(generator: AsyncGenerator[object, None]) -> None:
+        finalized.append(type(generator).__name__ + " " + repr(generator))
+        if hooks.finalizer is not None:
+            hooks.finalizer(generator)
+
+    sys.set_asyncgen_hooks(hooks.firstiter, finalizer)
+    events = Events()
+    try:
+        emulator = Emulator(latency=NO_LATENCY)
+        agent = make_agent(EmulatorModel(CLAUDE, emulator), tmp_path, listeners=[events])
+        async with agent.session() as session:
+            await session.send(CONTEXT)
+            tasks = await session.fork(["check a", "check b", "check c"])
+            gc.collect()
+    finally:
+        sys.set_asyncgen_hooks(*hooks)
+
+    assert [task.status for task in tasks] == ["completed"] * 3
+    assert [entry.stream for entry in emulator.log] == [False, True, False, False]
+    replies = [e.response for e in events.of(ResponseReceived) if e.agent_id == tasks[0].id]
+    assert replies[0].message.text.startswith("Understood: ")
+    assert finalized == []
+
+
 # -- many forks: work in proportion to the family, not the tree --------------------------------
 
 
@@ -180,6 +221,34 @@ async def test_a_familys_cache_key_hash_is_computed_once_and_shared_by_its_child
     assert len(keys) == 10
     assert len(set(keys)) == 1  # the same tools, system and settings throughout
     assert len(hashed) == 2  # once per family
+
+
+@pytest.mark.parametrize("system", ["You review code.", (TextBlock(text="a"), TextBlock(text="b"))])
+def test_a_cache_key_hash_digests_the_canonical_model_settings_tools_and_system(
+    system: str | tuple[TextBlock, ...],
+) -> None:
+    """Its tools' JSON is kept per tool object (``tool_json``): the digest is still the one
+    of every part dumped and encoded afresh, and a tool changed is a new hash."""
+    schema: dict[str, JsonValue] = {"type": "object", "properties": {"p": {"type": "string"}}}
+    tools = tuple(ToolSpec(name=n, description="ü " + n, input_schema=schema) for n in "ab")
+    thinking = ModelSettings(thinking=ThinkingConfig(type="enabled", budget_tokens=1024))
+    request = ModelRequest(model=CLAUDE, system=system, tools=tools, settings=thinking)
+    dumped = system if isinstance(system, str) else [b.model_dump(mode="json") for b in system]
+    parts = [
+        {"model": CLAUDE},
+        thinking.model_dump(mode="json"),
+        *(t.model_dump(mode="json") for t in tools),
+        dumped,
+    ]
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(canonical_json(part))
+
+    assert cache_key_hash(request) == digest.hexdigest()[:16]
+    assert cache_key_hash(request) == digest.hexdigest()[:16]  # its tools' JSON kept
+    other = ToolSpec(name="b", description="ü b", input_schema={"type": "object"})
+    changed = request.model_copy(update={"tools": (tools[0], other)})
+    assert cache_key_hash(changed) != cache_key_hash(request)
 
 
 async def test_ending_a_child_does_not_walk_every_task_of_the_tree(tmp_path: Path) -> None:

@@ -129,11 +129,19 @@ async def _stream_releasing(
     For Anthropic that is ``ResponseStarted`` (``message_start``): the entry is readable
     from then on, before any text (a reply that opens with long thinking or a tool
     call would otherwise hold them back).
+
+    The stream is read to its end (``ResponseComplete`` is its last event), so every
+    generator of the model's chain finishes here; one left at its last event would be
+    closed later by the loop's finalizer hook, each through a thread-safe callback and
+    a task of its own.
     """
+    response: ModelResponse | None = None
     async for event in model.stream(request):
         family.release()
-        if isinstance(event, ResponseComplete):
-            return event.response
-    raise StreamInterruptedError(
-        "the stream ended without a final response", provider=model.profile.provider
-    )
+        if response is None and isinstance(event, ResponseComplete):
+            response = event.response
+    if response is None:
+        raise StreamInterruptedError(
+            "the stream ended without a final response", provider=model.profile.provider
+        )
+    return response

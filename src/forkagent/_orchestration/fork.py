@@ -27,7 +27,7 @@ from ..messages import (
     pending_tool_uses,
 )
 from ..models.base import HistoryStyle
-from ..requests import BlockPosition, ModelRequest, canonical_json
+from ..requests import BlockPosition, ModelRequest, canonical_json, tool_json
 
 FORK_PLACEHOLDER = "Forked: this call's work continues in a child agent."
 """The one result every child sees for every pending parent tool call."""
@@ -176,7 +176,7 @@ def cache_key_hash(request: ModelRequest) -> str:
     digest.update(canonical_json({"model": request.model}))
     digest.update(canonical_json(request.settings.model_dump(mode="json")))
     for tool in request.tools:
-        digest.update(canonical_json(tool.model_dump(mode="json")))
+        digest.update(tool_json(tool))
     system = (
         request.system
         if isinstance(request.system, str)

@@ -23,7 +23,7 @@ from .cache import Block, BlockCache, BlockRules, CacheResult, Layer, Run, chain
 from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .memo import HEAD_MIN_ITEMS, Memo, content_key, head_key, one_request
-from .policies import CallingAgent, EmulatedRequest
+from .policies import EmulatedRequest
 from .profiles import ANTHROPIC_FRAMING_TOKENS, anthropic_min_tokens, anthropic_tool_prompt_tokens
 from .wire import (
     Call,
@@ -440,7 +440,7 @@ class AnthropicTurn(Turn):
             message_count=len(messages),
             conversation=conversation_key(call.headers, self.model, system_text, first_text),
             body=call.body,
-            agent=CallingAgent.from_headers(call.headers),
+            agent=call.calling_agent(),
             contract=anthropic_rules.contract(call.body),
         )
 

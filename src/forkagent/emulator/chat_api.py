@@ -21,7 +21,7 @@ from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .memo import one_request
 from .openai_cache import OpenAICaches, OpenAICacheTurn, Part, cache_part
-from .policies import CallingAgent, EmulatedRequest
+from .policies import EmulatedRequest
 from .profiles import CacheSettings, ChatProfile, chat_profile
 from .wire import (
     Call,
@@ -374,7 +374,7 @@ def _view(call: Call, model: str, messages: list[Json]) -> EmulatedRequest:
         message_count=len(messages),
         conversation=conversation_key(call.headers, model, system, _text(first_user or {})),
         body=call.body,
-        agent=CallingAgent.from_headers(call.headers),
+        agent=call.calling_agent(),
     )
 
 

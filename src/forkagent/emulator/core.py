@@ -31,7 +31,7 @@ from .errors import ApiError, EmulatedDisconnect
 from .faults import Fault, FaultPlan
 from .gemini_api import GeminiApi
 from .log import LogEntry, RequestLog
-from .policies import Policy, Reply, Script, ask, default_policy
+from .policies import CallingAgent, Policy, Reply, Script, ask, default_policy
 from .profiles import CacheSettings
 from .responses_api import ResponsesApi
 from .timing import Clock, Latency, wall_clock
@@ -120,6 +120,7 @@ class Emulator:
         headers: Mapping[str, str] | None = None,
         *,
         frozen: bool = False,
+        agent: CallingAgent | None = None,
     ) -> EmulatorReply:
         """Serve one request in process, exactly as the HTTP route would.
 
@@ -130,8 +131,13 @@ class Emulator:
         with N tool calls costs O(1) instead of O(N). Without it, an object changed
         in place is read again, as over HTTP. Injected connection faults raise
         ``EmulatedDisconnect``.
+
+        ``agent``: the forkagent agent calling, handed over instead of an ``AGENT_HEADER``
+        to write and parse again (policies see the same ``EmulatedRequest.agent``).
         """
-        exchange = await self.handle(method, path, dict(body or {}), headers or {}, frozen=frozen)
+        exchange = await self.handle(
+            method, path, dict(body or {}), headers or {}, frozen=frozen, agent=agent
+        )
         if exchange.events is None:
             return EmulatorReply(exchange.status, exchange.body or {}, exchange.headers)
         events: list[Json] = []
@@ -191,6 +197,7 @@ class Emulator:
         headers: Mapping[str, str],
         *,
         frozen: bool = False,
+        agent: CallingAgent | None = None,
     ) -> Exchange:
         """Route a request; the one entry point of both ``dispatch`` and HTTP."""
         url = urlsplit(path)
@@ -200,7 +207,9 @@ class Emulator:
         for verb, pattern, handler in self._routes:
             match = pattern.fullmatch(url.path)
             if match and verb == method.upper():
-                call = Call(method, url.path, query, body, lowered, match.groupdict(), frozen)
+                call = Call(
+                    method, url.path, query, body, lowered, match.groupdict(), frozen, agent
+                )
                 if (
                     self.require_key
                     and not url.path.startswith("/_emulator")

@@ -23,7 +23,7 @@ from .catalog import Catalog
 from .errors import ApiError, ErrorKind, invalid
 from .log import BreakpointOutcome
 from .memo import one_request
-from .policies import CallingAgent, EmulatedRequest
+from .policies import EmulatedRequest
 from .profiles import CacheSettings, gemini_min_tokens
 from .timing import Clock
 from .wire import Call, Json, Output, SseEvent, Turn, conversation_key, dumps, optional
@@ -448,5 +448,5 @@ def _view(call: Call, model: str, contents: list[Json]) -> EmulatedRequest:
         message_count=len(contents),
         conversation=conversation_key(call.headers, model, system, first),
         body=call.body,
-        agent=CallingAgent.from_headers(call.headers),
+        agent=call.calling_agent(),
     )

@@ -75,6 +75,14 @@ class CallingAgent:
             return None
         return cls(parts[0], parts[1], parts[2], int(parts[3]))
 
+    @classmethod
+    def tagged(cls, agent_id: str, label: str, kind: str, turn: int) -> CallingAgent | None:
+        """What ``from_headers`` reads from ``agent_header(agent_id, label, kind, turn)``,
+        without writing and parsing the header (an in-process caller hands it over)."""
+        if ";" in agent_id or ";" in kind or turn < 0:
+            return None
+        return cls(agent_id, label.replace(";", ","), kind, turn)
+
     def header(self) -> str:
         return agent_header(self.id, self.label, self.kind, self.turn)
 

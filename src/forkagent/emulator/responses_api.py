@@ -30,7 +30,7 @@ from .chat_api import breakpoint_ttl, cache_options
 from .errors import ApiError
 from .memo import one_request
 from .openai_cache import OpenAICaches, OpenAICacheTurn, Part, cache_part
-from .policies import CallingAgent, EmulatedRequest
+from .policies import EmulatedRequest
 from .wire import (
     Call,
     Json,
@@ -399,7 +399,7 @@ class ResponsesTurn(OpenAICacheTurn):
             message_count=len(context),
             conversation=conversation_key(call.headers, self.model, system, _said(first_user)),
             body=call.body,
-            agent=CallingAgent.from_headers(call.headers),
+            agent=call.calling_agent(),
             contract=self._contract,
         )
 

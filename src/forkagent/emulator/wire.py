@@ -15,7 +15,7 @@ from ..usage import Usage
 from . import tokens
 from .cache import PREFIX_WRITE, TTL_SECONDS, CacheResult
 from .errors import invalid
-from .policies import EmulatedRequest, Reply, ToolCall
+from .policies import AGENT_HEADER, CallingAgent, EmulatedRequest, Reply, ToolCall
 
 Json: TypeAlias = dict[str, Any]
 StopKind: TypeAlias = Literal["end", "tool_use", "max_tokens", "stop_sequence"]
@@ -49,6 +49,15 @@ class Call:
     """Named groups of the matched route."""
     frozen: bool = False
     """The caller never changes the body's objects afterwards (``Emulator.dispatch``)."""
+    agent: CallingAgent | None = None
+    """The calling agent handed over in process (``Emulator.dispatch``); else its header says."""
+
+    def calling_agent(self) -> CallingAgent | None:
+        """Which forkagent agent sent the call: as handed over, else from ``AGENT_HEADER``."""
+        if self.agent is not None:
+            return self.agent
+        # No header names none (what ``from_headers`` would find), without parsing.
+        return CallingAgent.from_headers(self.headers) if AGENT_HEADER in self.headers else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     import httpx2
 
     from ..emulator import Emulator, EmulatorReply
+    from ..emulator.policies import CallingAgent
 
 PROVIDER = "emulator"
 
@@ -97,17 +98,27 @@ class _Wire:
     share them between requests, see ``models/_shared.py``)."""
 
     def __init__(self, emulator: Emulator, headers: dict[str, str]) -> None:
+        from ..emulator.policies import CallingAgent
+
         self._emulator = emulator
         self._headers = headers
+        self._tagged = CallingAgent.tagged
 
-    def headers(self) -> dict[str, str]:
-        return _with_caller(self._headers)
+    def _agent(self) -> CallingAgent | None:
+        """The calling agent, handed to the emulator as it would read it from the header
+        ``_with_caller`` writes for HTTP: no header to format and parse per request."""
+        caller = CALLER.get()
+        if caller is None:
+            return None
+        return self._tagged(caller.agent_id, caller.label, caller.kind, caller.turn)
 
     async def call(self, path: str, body: Body) -> Body:
         from ..emulator import EmulatedDisconnect
 
         try:
-            reply = await self._emulator.dispatch("POST", path, body, self.headers(), frozen=True)
+            reply = await self._emulator.dispatch(
+                "POST", path, body, self._headers, frozen=True, agent=self._agent()
+            )
         except EmulatedDisconnect as cut:
             raise connection_error(PROVIDER, cut) from cut
         return _checked(reply)
@@ -117,7 +128,9 @@ class _Wire:
         from ..emulator import EmulatedDisconnect
 
         try:
-            reply = await self._emulator.dispatch("POST", path, body, self.headers(), frozen=True)
+            reply = await self._emulator.dispatch(
+                "POST", path, body, self._headers, frozen=True, agent=self._agent()
+            )
         except EmulatedDisconnect as cut:
             for sent in cut.events:
                 if data := _data(sent):
@@ -319,9 +332,9 @@ class EmulatorModel(Model):
     async def request(self, request: ModelRequest) -> ModelResponse:
         return await self.adapter.request(request)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        async for event in self.adapter.stream(request):
-            yield event
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        # The adapter's own stream, not a generator around it: one layer less per event.
+        return self.adapter.stream(request)
 
     def can_prewarm(self, request: ModelRequest) -> bool:
         return self.adapter.can_prewarm(request)
