@@ -457,15 +457,13 @@ def _extension(
     """``extends``'s proof, keeping what ``added_sizes`` reads next: ``current``'s messages,
     their count and its message at ``previous``'s last position (None when ``previous`` has
     none). None when it does not extend it. Each index of a history view is a Python call."""
+    # One C call a side: each read of a pydantic field is a slow attribute look-up. Tuples compare
+    # item by item, each identical item at once.
+    if _HEADER(previous) != _HEADER(current):
+        return None
     before, after = previous.messages, current.messages
     total = len(after)
-    if not (
-        previous.model == current.model
-        and (previous.settings is current.settings or previous.settings == current.settings)
-        and previous.tools == current.tools
-        and previous.system == current.system
-        and len(before) <= total
-    ):
+    if len(before) > total:
         return None
     if not before:
         return after, total, None
@@ -474,6 +472,10 @@ def _extension(
     if _same_messages(before, after, last) and _starts(before[last], joint):
         return after, total, joint
     return None
+
+
+_HEADER = attrgetter("model", "settings", "tools", "system")
+"""What must be equal before any message is: the model, the settings and the cached layers."""
 
 
 def _same_messages(before: Sequence[Message], after: Sequence[Message], count: int) -> bool:
