@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, get_args
 
 from ..events import (
     AgentKind,
@@ -45,6 +45,13 @@ from .cache import (
 )
 
 logger = logging.getLogger("forkagent.cache")
+
+_IGNORED: frozenset[type] = frozenset(get_args(Event)) - {
+    AgentStarted,
+    RequestSent,
+    ResponseReceived,
+}
+"""The event types the monitor has nothing to do with."""
 
 CACHE_BREAK_RATIO = 0.5
 """A fork's first turn reading less than this share of its prompt from the cache is a break."""
@@ -175,19 +182,25 @@ class CacheMonitor:
         self._order = itertools.count()
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, AgentStarted):
-            self._started(event)
-        elif isinstance(event, RequestSent):
-            agent = self._agent(event.agent_id)
-            agent.pending = _Sent(
-                event.request, self._clock(), next(self._order), prewarm=event.prewarm
-            )
-            if agent.first is None:
-                agent.first = agent.pending
-                if agent.family is not None and agent.family.leader is None:
-                    agent.family.leader = (event.agent_id, agent.first)
-        elif isinstance(event, ResponseReceived):
+        # By exact type first: ``type(event) is`` is a few bytecodes, where each ``isinstance``
+        # tried is a call, and most events (finished agents, tool calls) match none.
+        if type(event) is ResponseReceived:
             self._answered(event)
+        elif type(event) is RequestSent:
+            self._sent(event)
+        elif type(event) is AgentStarted:
+            self._started(event)
+        elif type(event) not in _IGNORED:
+            self._subclassed(event)
+
+    def _subclassed(self, event: Event) -> None:
+        """An instance of an event type's subclass: handled as its base."""
+        if isinstance(event, ResponseReceived):
+            self._answered(event)
+        elif isinstance(event, RequestSent):
+            self._sent(event)
+        elif isinstance(event, AgentStarted):
+            self._started(event)
 
     def set_profile(self, model: str, profile: ModelProfile) -> None:
         """Use ``profile`` for requests to ``model`` from now on."""
@@ -222,6 +235,16 @@ class CacheMonitor:
         if agent is None:
             agent = self._agents[agent_id] = _Agent(kind, parent_id)
         return agent
+
+    def _sent(self, event: RequestSent) -> None:
+        agent = self._agents.get(event.agent_id) or self._agent(event.agent_id)
+        agent.pending = _Sent(
+            event.request, self._clock(), next(self._order), prewarm=event.prewarm
+        )
+        if agent.first is None:
+            agent.first = agent.pending
+            if agent.family is not None and agent.family.leader is None:
+                agent.family.leader = (event.agent_id, agent.first)
 
     def _started(self, event: AgentStarted) -> None:
         agent = self._agent(event.agent_id, event.kind, event.parent_id)
