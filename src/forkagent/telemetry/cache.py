@@ -210,7 +210,7 @@ def explain(
     report = _Report(usage, compared_with, diagnosis)
     total = sum(sizes)
     if previous is None:
-        prompt = report.prompt or round(total * _tokens_per_byte(report.prompt, total))
+        prompt = report.prompt or report.expected(total, total)
         return report.build("cold", 0, _minimum_findings(prompt, profile, "the prompt"))
     compared, settings = _settings_change(previous, current)
     if prefix_blocks is not None and settings is None:
@@ -307,7 +307,9 @@ class _Report:
 
     def expected(self, shared_bytes: int, total_bytes: int) -> int:
         """The tokens of the shared bytes, scaled by the prompt size the provider counted."""
-        return round(shared_bytes * _tokens_per_byte(self.prompt, total_bytes))
+        prompt = self.prompt
+        per_byte = prompt / total_bytes if prompt and total_bytes else 1 / BYTES_PER_TOKEN
+        return round(shared_bytes * per_byte)
 
     def judge(
         self,
@@ -354,12 +356,6 @@ class _Report:
             compared_with=self.compared_with,
             provider_diagnosis=diagnosis,
         )
-
-
-def _tokens_per_byte(prompt_tokens: int, total_bytes: int) -> float:
-    if prompt_tokens and total_bytes:
-        return prompt_tokens / total_bytes
-    return 1 / BYTES_PER_TOKEN
 
 
 def block_sizes(
