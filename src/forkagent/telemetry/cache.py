@@ -387,11 +387,11 @@ def added_sizes(request: ModelRequest, earlier: ModelRequest) -> list[int] | Non
     extension = _extension(earlier, request)
     if extension is None:
         return None
-    messages, count, more, joint, rest = extension
+    messages, total, count, joint, rest = extension
     out: list[int] = []
     if joint is not None and rest:  # the rest of a cut last message: what a sibling adds
-        out += _sizes(joint.role, rest, keep_last=more)
-    if more:
+        out += _sizes(joint.role, rest, keep_last=count < total)
+    if count < total:
         added = messages[count:]
         for message in added[:-1]:
             out += _MESSAGE_SIZES.get(message, _message_sizes)
@@ -459,12 +459,12 @@ def extends(previous: ModelRequest, current: ModelRequest) -> bool:
 
 def _extension(
     previous: ModelRequest, current: ModelRequest
-) -> tuple[Sequence[Message], int, bool, Message | None, tuple[ContentBlock, ...]] | None:
+) -> tuple[Sequence[Message], int, int, Message | None, tuple[ContentBlock, ...]] | None:
     """``extends``'s proof, keeping what ``added_sizes`` reads next: ``current``'s messages,
-    ``previous``'s count, whether ``current`` has more, its message at ``previous``'s last
-    position (None when ``previous`` has none) and that message's blocks after ``previous``'s
-    (a cut copy's rest). None when it does not extend it. Each index or slice of a history
-    view is a Python call, and each pydantic field read a slow look-up: each is read once."""
+    their count, ``previous``'s count, ``current``'s message at ``previous``'s last position
+    (None when ``previous`` has none) and that message's blocks after ``previous``'s (a cut
+    copy's rest). None when it does not extend it. Each index of a history view is a Python
+    call, and each pydantic field read a slow look-up: each is read once."""
     mine, theirs = previous.__dict__, current.__dict__  # a pydantic model's fields, one look-up
     if not (
         mine["model"] == theirs["model"]
@@ -474,23 +474,18 @@ def _extension(
     ):
         return None
     before, after = mine["messages"], theirs["messages"]
-    count = len(before)
+    count, total = len(before), len(after)
+    if count > total:
+        return None
     if not count:
-        return after, 0, len(after) > 0, None, ()
+        return after, total, 0, None, ()
     last = count - 1
-    if last > VIEW_MIN and isinstance(after, HistoryView):  # long: compared without a copy
-        total = len(after)
-        if total < count or not _same_messages(before, after, last):
-            return None
-        joint, more = after[last], total > count
-    else:
-        head = after[: count + 1]  # one slice: the prefix, the joint, and whether more follow
-        # Tuples compare item by item in C, each identical item at once.
-        if len(head) < count or before[:last] != head[:last]:
-            return None
-        joint, more = head[last], len(head) > count
-    rest = _rest(before[last], joint)
-    return None if rest is None else (after, count, more, joint, rest)
+    joint = after[last]
+    if _same_messages(before, after, last):
+        rest = _rest(before[last], joint)
+        if rest is not None:
+            return after, total, count, joint, rest
+    return None
 
 
 def _same_messages(before: Sequence[Message], after: Sequence[Message], count: int) -> bool:
