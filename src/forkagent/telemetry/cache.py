@@ -207,10 +207,10 @@ def explain(
     compared again.
     """
     sizes = block_sizes(current) if sizes is None else sizes
-    report = _Report(usage, usage.prompt_tokens, compared_with, diagnosis)
+    report = _Report(usage, compared_with, diagnosis)
     total = sum(sizes)
     if previous is None:
-        prompt = report.prompt or round(total * _tokens_per_byte(report.prompt, total))
+        prompt = report.prompt or report.expected(total, total)
         return report.build("cold", 0, _minimum_findings(prompt, profile, "the prompt"))
     compared, settings = _settings_change(previous, current)
     if prefix_blocks is not None and settings is None:
@@ -255,7 +255,7 @@ def explain_extension(
     current request's: nothing is compared or summed again, so a fork sibling measured from its
     family's shared part costs only what it adds. The report is the one ``explain`` gives.
     """
-    report = _Report(usage, usage.prompt_tokens, compared_with, diagnosis)
+    report = _Report(usage, compared_with, diagnosis)
     return report.judge(
         shared_bytes,
         total_bytes,
@@ -284,19 +284,32 @@ def _settings_change(
     return previous.model_copy(update={"settings": current.settings}), change
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class _Report:
     """What every report of one request shares, whatever its status."""
 
-    usage: Usage
     prompt: int
-    """``usage.prompt_tokens``, summed once."""
+    """``usage.prompt_tokens``."""
+    read: int
+    write: int
     compared_with: str | None
     diagnosis: Mapping[str, JsonValue] | None
 
+    def __init__(
+        self, usage: Usage, compared_with: str | None, diagnosis: Mapping[str, JsonValue] | None
+    ) -> None:
+        # Each count read once: a pydantic field is a slow look-up and ``Usage``'s sums are
+        # properties, each a call (``prompt_tokens`` calls ``cache_write_tokens`` again).
+        read, write = usage.cache_read_tokens, usage.cache_write_tokens
+        self.prompt = usage.input_tokens + read + write
+        self.read, self.write = read, write
+        self.compared_with, self.diagnosis = compared_with, diagnosis
+
     def expected(self, shared_bytes: int, total_bytes: int) -> int:
         """The tokens of the shared bytes, scaled by the prompt size the provider counted."""
-        return round(shared_bytes * _tokens_per_byte(self.prompt, total_bytes))
+        prompt = self.prompt
+        per_byte = prompt / total_bytes if prompt and total_bytes else 1 / BYTES_PER_TOKEN
+        return round(shared_bytes * per_byte)
 
     def judge(
         self,
@@ -313,7 +326,7 @@ class _Report:
     ) -> CacheReport:
         """The report of a request that extends ``previous`` but for a ``settings`` change."""
         expected = self.expected(shared_bytes, total_bytes)
-        read = self.usage.cache_read_tokens
+        read = self.read
         if previous_tokens and read >= previous_tokens:
             return self.build("hit", previous_tokens)
         if read >= hit_fraction * expected:
@@ -335,20 +348,14 @@ class _Report:
         return new_report(
             status=status if self.prompt else "unmeasured",
             prompt_tokens=self.prompt,
-            read_tokens=self.usage.cache_read_tokens,
-            write_tokens=self.usage.cache_write_tokens,
+            read_tokens=self.read,
+            write_tokens=self.write,
             expected_tokens=expected,
             findings=(*findings, *_provider_findings(diagnosis)) if diagnosis else tuple(findings),
             difference=difference,
             compared_with=self.compared_with,
             provider_diagnosis=diagnosis,
         )
-
-
-def _tokens_per_byte(prompt_tokens: int, total_bytes: int) -> float:
-    if prompt_tokens and total_bytes:
-        return prompt_tokens / total_bytes
-    return 1 / BYTES_PER_TOKEN
 
 
 def block_sizes(
@@ -380,13 +387,10 @@ def added_sizes(request: ModelRequest, earlier: ModelRequest) -> list[int] | Non
     extension = _extension(earlier, request)
     if extension is None:
         return None
-    messages, total, joint = extension
+    messages, total, count, joint, rest = extension
     out: list[int] = []
-    count = len(earlier.messages)
-    if joint is not None:  # the rest of a cut last message: what a sibling adds
-        rest = joint.content[len(earlier.messages[-1].content) :]
-        if rest:
-            out += _sizes(joint.role, rest, keep_last=count < total)
+    if joint is not None and rest:  # the rest of a cut last message: what a sibling adds
+        out += _sizes(joint.role, rest, keep_last=count < total)
     if count < total:
         added = messages[count:]
         for message in added[:-1]:
@@ -414,6 +418,8 @@ def _message_sizes(message: Message) -> list[int]:
 
 def _sizes(role: str, blocks: tuple[ContentBlock, ...], *, keep_last: bool = True) -> list[int]:
     """``keep_last=False``: the last block is measured without being kept."""
+    if len(blocks) == 1:  # a sibling's directive: no head to measure
+        return _last_size(role, blocks, keep_last)
     if len(blocks) <= HEAD_MIN:  # no head is kept for short ones
         return _measured(role, blocks[:-1]) + _last_size(role, blocks, keep_last)
     head = _HEAD_SIZES.find(blocks)
@@ -453,26 +459,32 @@ def extends(previous: ModelRequest, current: ModelRequest) -> bool:
 
 def _extension(
     previous: ModelRequest, current: ModelRequest
-) -> tuple[Sequence[Message], int, Message | None] | None:
+) -> tuple[Sequence[Message], int, int, Message | None, tuple[ContentBlock, ...]] | None:
     """``extends``'s proof, keeping what ``added_sizes`` reads next: ``current``'s messages,
-    their count and its message at ``previous``'s last position (None when ``previous`` has
-    none). None when it does not extend it. Each index of a history view is a Python call."""
-    before, after = previous.messages, current.messages
-    total = len(after)
+    their count, ``previous``'s count, ``current``'s message at ``previous``'s last position
+    (None when ``previous`` has none) and that message's blocks after ``previous``'s (a cut
+    copy's rest). None when it does not extend it. Each index of a history view is a Python
+    call, and each pydantic field read a slow look-up: each is read once."""
+    mine, theirs = previous.__dict__, current.__dict__  # a pydantic model's fields, one look-up
     if not (
-        previous.model == current.model
-        and (previous.settings is current.settings or previous.settings == current.settings)
-        and previous.tools == current.tools
-        and previous.system == current.system
-        and len(before) <= total
+        mine["model"] == theirs["model"]
+        and (mine["settings"] is theirs["settings"] or mine["settings"] == theirs["settings"])
+        and mine["tools"] == theirs["tools"]
+        and mine["system"] == theirs["system"]
     ):
         return None
-    if not before:
-        return after, total, None
-    last = len(before) - 1
+    before, after = mine["messages"], theirs["messages"]
+    count, total = len(before), len(after)
+    if count > total:
+        return None
+    if not count:
+        return after, total, 0, None, ()
+    last = count - 1
     joint = after[last]
-    if _same_messages(before, after, last) and _starts(before[last], joint):
-        return after, total, joint
+    if _same_messages(before, after, last):
+        rest = _rest(before[last], joint)
+        if rest is not None:
+            return after, total, count, joint, rest
     return None
 
 
@@ -486,13 +498,16 @@ def _same_messages(before: Sequence[Message], after: Sequence[Message], count: i
     return before[:count] == after[:count]
 
 
-def _starts(cut: Message, whole: Message) -> bool:
-    """``whole`` is ``cut``, or has the same role and begins with ``cut``'s blocks."""
+def _rest(cut: Message, whole: Message) -> tuple[ContentBlock, ...] | None:
+    """``whole``'s blocks after ``cut``'s when ``whole`` is ``cut``, or has the same role and
+    begins with ``cut``'s blocks; None otherwise."""
     if cut is whole:
-        return True
-    blocks = cut.content
+        return ()
+    blocks, content = cut.content, whole.content
     # Compared in C, identical blocks at once (equal ones render alike).
-    return cut.role == whole.role and whole.content[: len(blocks)] == blocks
+    if cut.role == whole.role and content[: len(blocks)] == blocks:
+        return content[len(blocks) :]
+    return None
 
 
 def _shared_blocks(previous: ModelRequest, difference: Difference | None) -> int:

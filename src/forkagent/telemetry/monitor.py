@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, get_args
 
 from ..events import (
     AgentKind,
@@ -30,8 +30,8 @@ from ..events import (
     ResponseReceived,
 )
 from ..history import HistoryView
-from ..messages import Message
-from ..models.base import ModelProfile, ModelResponse
+from ..messages import JsonValue, Message
+from ..models.base import ModelProfile
 from ..requests import ModelRequest
 from ..usage import Usage
 from .cache import (
@@ -45,6 +45,13 @@ from .cache import (
 )
 
 logger = logging.getLogger("forkagent.cache")
+
+_IGNORED: frozenset[type] = frozenset(get_args(Event)) - {
+    AgentStarted,
+    RequestSent,
+    ResponseReceived,
+}
+"""The event types the monitor has nothing to do with."""
 
 CACHE_BREAK_RATIO = 0.5
 """A fork's first turn reading less than this share of its prompt from the cache is a break."""
@@ -114,12 +121,12 @@ class _Family:
     leader: tuple[str, _Sent] | None = None
     """The sibling whose first request went out first, and that request: it writes the
     entry the others read."""
-    shared: ModelRequest | None = None
-    """The leader's request cut to what siblings share (``shared_part``), made once."""
-    known: _Known | None = None
-    """The shared part and its block sizes, measured once: a sibling measures only what it adds."""
     source: _Source | None = None
-    """What every sibling after the leader is compared with: the shared part, made once."""
+    """What every sibling after the leader is compared with: the leader's request cut to what
+    siblings share (``shared_part``), made once."""
+    known: _Known | None = None
+    """The shared part and its block sizes, measured with ``source``: a sibling measures only
+    what it adds."""
 
 
 @dataclass(slots=True)
@@ -175,19 +182,25 @@ class CacheMonitor:
         self._order = itertools.count()
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, AgentStarted):
-            self._started(event)
-        elif isinstance(event, RequestSent):
-            agent = self._agent(event.agent_id)
-            agent.pending = _Sent(
-                event.request, self._clock(), next(self._order), prewarm=event.prewarm
-            )
-            if agent.first is None:
-                agent.first = agent.pending
-                if agent.family is not None and agent.family.leader is None:
-                    agent.family.leader = (event.agent_id, agent.first)
-        elif isinstance(event, ResponseReceived):
+        # By exact type first: ``type(event) is`` is a few bytecodes, where each ``isinstance``
+        # tried is a call, and most events (finished agents, tool calls) match none.
+        if type(event) is ResponseReceived:
             self._answered(event)
+        elif type(event) is RequestSent:
+            self._sent(event)
+        elif type(event) is AgentStarted:
+            self._started(event)
+        elif type(event) not in _IGNORED:
+            self._subclassed(event)
+
+    def _subclassed(self, event: Event) -> None:
+        """An instance of an event type's subclass: handled as its base."""
+        if isinstance(event, ResponseReceived):
+            self._answered(event)
+        elif isinstance(event, RequestSent):
+            self._sent(event)
+        elif isinstance(event, AgentStarted):
+            self._started(event)
 
     def set_profile(self, model: str, profile: ModelProfile) -> None:
         """Use ``profile`` for requests to ``model`` from now on."""
@@ -223,6 +236,16 @@ class CacheMonitor:
             agent = self._agents[agent_id] = _Agent(kind, parent_id)
         return agent
 
+    def _sent(self, event: RequestSent) -> None:
+        agent = self._agents.get(event.agent_id) or self._agent(event.agent_id)
+        agent.pending = _Sent(
+            event.request, self._clock(), next(self._order), prewarm=event.prewarm
+        )
+        if agent.first is None:
+            agent.first = agent.pending
+            if agent.family is not None and agent.family.leader is None:
+                agent.family.leader = (event.agent_id, agent.first)
+
     def _started(self, event: AgentStarted) -> None:
         agent = self._agent(event.agent_id, event.kind, event.parent_id)
         agent.kind, agent.parent_id = event.kind, event.parent_id  # an agent started again
@@ -234,33 +257,38 @@ class CacheMonitor:
         agent.family = self._families.get(key) or self._families.setdefault(key, _Family())
 
     def _answered(self, event: ResponseReceived) -> None:
-        agent = self._agent(event.agent_id)
+        agent = self._agents.get(event.agent_id) or self._agent(event.agent_id)
         sent = agent.pending
         if sent is None:
             return
         sent.answered_at, agent.pending = self._clock(), None
-        sent.usage = event.response.usage
+        response = event.response  # each read of a pydantic field is a slow look-up: read once
+        usage = sent.usage = response.usage
         profile = self._profiles.get(sent.request.model, self._default)
-        report = self._explain(agent, sent, event.response, profile)
         first_turn = agent.last is None
+        report = self._explain(agent, sent, usage, response.cache_diagnosis, profile)
         agent.last = sent
         explained = _reported(event.agent_id, event.turn, report)
         self._explained.append(explained)
-        if agent.kind == "fork" and first_turn and profile.caches:
-            self._check_break(event.agent_id, event.response.usage, report)
-        elif report.status == "miss" and logger.isEnabledFor(logging.INFO):
-            # The summary is formatted only for a logger that shows it.
-            logger.info("agent %s turn %d: %s", event.agent_id, event.turn, report.summary)
+        if report.status == "miss":  # the usual hit has nothing to log
+            if agent.kind == "fork" and first_turn and profile.caches:
+                self._check_break(event.agent_id, usage, report)
+            elif logger.isEnabledFor(logging.INFO):
+                # The summary is formatted only for a logger that shows it.
+                logger.info("agent %s turn %d: %s", event.agent_id, event.turn, report.summary)
         if self._on_report is not None:
             self._on_report(explained)
 
     def _explain(
-        self, agent: _Agent, sent: _Sent, response: ModelResponse, profile: ModelProfile
+        self,
+        agent: _Agent,
+        sent: _Sent,
+        usage: Usage,
+        diagnosis: Mapping[str, JsonValue] | None,
+        profile: ModelProfile,
     ) -> CacheReport:
-        source = self._source(agent, sent)
-        known = self._known(agent)
+        source, known = self._basis(agent, sent)
         sizes = sent.sizes = _measure(sent.request, known)
-        usage, diagnosis = response.usage, response.cache_diagnosis
         if source is None:
             return explain(
                 None,
@@ -300,45 +328,38 @@ class CacheMonitor:
             previous_tokens=previous_tokens,
         )
 
-    def _known(self, agent: _Agent) -> _Known | None:
-        """An earlier request the agent's new one likely extends, with its block sizes.
+    def _basis(self, agent: _Agent, sent: _Sent) -> tuple[_Source | None, _Known | None]:
+        """The request whose cache entry ``sent`` should have read, and an earlier request
+        ``sent`` likely extends, with its block sizes.
 
-        A sibling's is its family's shared part (the same for every sibling), measured
-        once; any other agent's, its last request, or its parent's.
+        The agent's last request, for both; for a fork's first, its family's shared part for
+        both once a sibling went first (the same for every sibling, measured once), or else its
+        parent's last request.
         """
+        last = agent.last
+        if last is not None:
+            return _Source(last, last.request, _previous_label(last)), _sized(last)
         family = agent.family
-        if agent.last is None and family is not None and family.shared is not None:
-            if family.known is None:
-                family.known = (family.shared, _measure(family.shared, _sized(agent.base)))
-            return family.known
-        return _sized(agent.last or agent.base)
+        if agent.kind == "fork" and family is not None:
+            leader = family.leader
+            if leader is not None and leader[1].order < sent.order:
+                if family.source is None:  # every sibling compares with the same cut copy
+                    self._cut(family, leader, agent.base)
+                return family.source, family.known
+        base = agent.base
+        # The leader's own first request may extend the shared part made meanwhile.
+        known = family.known if family is not None and family.known is not None else _sized(base)
+        if agent.kind != "fork" or base is None:
+            return None, known
+        return _Source(base, base.request, f"parent {agent.parent_id}'s last request"), known
 
-    def _source(self, agent: _Agent, sent: _Sent) -> _Source | None:
-        """The request whose cache entry ``sent`` should have read."""
-        if agent.last is not None:
-            return _Source(agent.last, agent.last.request, _previous_label(agent.last))
-        if agent.kind != "fork":
-            return None
-        leader = self._leader(agent, sent)
-        if leader is not None:
-            return leader
-        if agent.base is not None:
-            return _Source(
-                agent.base, agent.base.request, f"parent {agent.parent_id}'s last request"
-            )
-        return None
-
-    def _leader(self, agent: _Agent, sent: _Sent) -> _Source | None:
-        """The sibling whose first request went out first, if before ``sent``."""
-        family = agent.family
-        leader = family.leader if family is not None else None
-        if family is None or leader is None or leader[1].order >= sent.order:
-            return None
-        if family.source is None:  # every sibling compares with the same cut copy
-            sibling, first = leader
-            family.shared = shared_part(first.request)
-            family.source = _Source(first, family.shared, f"fork {sibling}'s shared prefix")
-        return family.source
+    @staticmethod
+    def _cut(family: _Family, leader: tuple[str, _Sent], base: _Sent | None) -> None:
+        """Make the family's shared part, its source and its sizes, once."""
+        sibling, first = leader
+        shared = shared_part(first.request)
+        family.source = _Source(first, shared, f"fork {sibling}'s shared prefix")
+        family.known = (shared, _measure(shared, _sized(base)))
 
     def _check_break(self, agent_id: str, usage: Usage, report: CacheReport) -> None:
         if report.status != "miss":  # the usual case, settled before the ratio is summed
