@@ -182,7 +182,8 @@ class AgentRun:
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
-        self.changed()
+        if self.on_change is not None:  # ``changed()``, inlined: every reply is appended here
+            self.on_change(self)
 
     def changed(self) -> None:
         if self.on_change is not None:
@@ -285,7 +286,8 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
     propagates (after the history is made consistent).
     """
     while True:
-        _deliver_inbox(run)
+        if run.inbox:
+            _deliver_inbox(run)
         try:
             run.budget.check(run.turns)
         except BudgetExceededError as exc:
@@ -294,7 +296,8 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
             await run.before_request(run)
         response = await _request(run)
         uses = response.message.tool_uses
-        _check_unique_ids(run, uses)
+        if len(uses) > 1:  # one call or none cannot repeat an id
+            _check_unique_ids(run, uses)
         run.append(response.message)
         if uses:
             results = await dispatch(run, uses)
@@ -404,17 +407,25 @@ async def _request(run: AgentRun) -> ModelResponse:
     finally:
         CALLER.reset(caller)
     run.last_request = request
-    run.last_usage = response.usage
+    usage = run.last_usage = response.usage
     run.turns += 1
-    _charge(run, response.usage, turn=True)
-    run.emit(ResponseReceived(run.id, run.turns, response, time.monotonic() - started))
+    price = _charge(run, request.model, usage, turn=True)
+    seconds = time.monotonic() - started
+    run.emit(ResponseReceived(run.id, run.turns, response, seconds, cost=price))
     return response
 
 
-def _charge(run: AgentRun, usage: Usage, *, turn: bool) -> None:
+def _charge(run: AgentRun, model: str, usage: Usage, *, turn: bool) -> float | None:
+    """Count one response's usage for the run and its budgets, and return its cost.
+
+    The one place a response is priced (at the model name its request was sent with):
+    the budget and the ``ResponseReceived`` carrying the cost share that one figure.
+    """
     # Usage is frozen: a run's first response's usage is its total, shared rather than summed.
     run.usage = usage if run.usage is _NO_USAGE else run.usage + usage
-    run.budget.charge(usage, cost(run.model.name, usage), turn=turn)
+    price = cost(model, usage)
+    run.budget.charge(usage, price, turn=turn)
+    return price
 
 
 def _send(run: AgentRun, request: ModelRequest) -> Awaitable[ModelResponse]:
@@ -458,7 +469,7 @@ async def _prewarm(run: AgentRun, request: ModelRequest) -> bool:
     run.emit(RequestSent(run.id, run.turns, request, prewarm=True))
     started = time.monotonic()
     usage = await run.model.prewarm(request) or Usage()
-    _charge(run, usage, turn=False)
+    price = _charge(run, request.model, usage, turn=False)
     response = ModelResponse(
         message=AssistantMessage(content=()),
         stop_reason="max_tokens",
@@ -466,14 +477,12 @@ async def _prewarm(run: AgentRun, request: ModelRequest) -> bool:
         model=request.model,
     )
     seconds = time.monotonic() - started
-    run.emit(ResponseReceived(run.id, run.turns + 1, response, seconds, prewarm=True))
+    run.emit(ResponseReceived(run.id, run.turns + 1, response, seconds, prewarm=True, cost=price))
     return True
 
 
 def _deliver_inbox(run: AgentRun) -> None:
-    """Fold pending notifications into the conversation at a turn boundary."""
-    if not run.inbox:
-        return
+    """Fold pending notifications (there are some) into the conversation at a turn boundary."""
     pending, run.inbox = run.inbox, []
     blocks = tuple(n.block for n in pending)
     last = run.messages[-1] if run.messages else None

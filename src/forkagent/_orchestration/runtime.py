@@ -203,7 +203,9 @@ class Runtime:
     # -- bookkeeping ---------------------------------------------------------
 
     def emit(self, event: Event) -> None:
-        self._tell_listeners(event)
+        # ``_tell_listeners``' loop, not a call to it: every event of every run passes here.
+        for listener in self.listeners:
+            listener(event)
         self.cache_monitor(event)  # after the listeners: a report follows its response
 
     def _tell_listeners(self, event: Event) -> None:
@@ -575,7 +577,7 @@ class Runtime:
             await run_hooks(run, "SubagentStop", result=run.output)
         worktree_path, worktree_branch = worktree or (None, None)
         result = TaskResult(
-            task_id=task.id,
+            task_id=run.id,
             status=status,
             output=run.output,
             usage=run.usage,
