@@ -48,7 +48,7 @@ class Budget:
         self.cost = 0.0
         self.turns = 0
         capped = parent._capped if parent is not None else ()
-        deadline = parent._deadline if parent is not None else None
+        deadline: tuple[float, float] | None = parent._deadline if parent is not None else None
         if (seconds := limits.max_seconds) is not None:
             own = (self.started + seconds, seconds)
             deadline = own if deadline is None or own < deadline else deadline
@@ -60,7 +60,7 @@ class Budget:
         )
         self._capped: tuple[Budget, ...] = (self, *capped) if limited else capped
         """This budget and its ancestors that have a limit, nearest first: what ``check`` reads."""
-        self._deadline = deadline
+        self._deadline: tuple[float, float] | None = deadline
 
     def child(self, limits: Limits = Limits()) -> Budget:
         return Budget(limits, parent=self)

@@ -1,0 +1,125 @@
+"""The run path's shortcuts give what the general code gave.
+
+A response is priced once and its cost is carried on ``ResponseReceived``; a budget
+works out which of its tree's budgets can stop it, and its deadline, when it is made.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from forkagent import RuntimeOptions
+from forkagent._orchestration.budget import Budget, Limits
+from forkagent.emulator import Emulator
+from forkagent.emulator.timing import NO_LATENCY
+from forkagent.errors import BudgetExceededError
+from forkagent.events import RequestSent, ResponseReceived
+from forkagent.models.emulator import EmulatorModel
+from forkagent.pricing import cost
+from forkagent.testing import FunctionModel
+from forkagent.usage import Usage
+
+from ._support import Events, make_agent
+
+CLAUDE = "claude-sonnet-4-6"
+CONTEXT = "The module under review keeps its totals in integer cents. " * 300
+"""Above the model's cacheable minimum, so the forks' family pre-warms its prompt."""
+
+
+async def test_every_response_carries_the_cost_its_budget_counted(tmp_path: Path) -> None:
+    events = Events()
+    model = EmulatorModel(CLAUDE, Emulator(latency=NO_LATENCY))
+    options = RuntimeOptions(fanout="prewarm")
+    agent = make_agent(model, tmp_path, options=options, listeners=[events], registry=False)
+    async with agent.session() as session:
+        await session.send(CONTEXT)
+        await session.fork(["check a", "check b", "check c"])
+        budget = session._runtime.tree_budget
+
+    received = events.of(ResponseReceived)
+    sent = {(e.agent_id, e.prewarm): e.request for e in events.of(RequestSent)}
+    assert len(received) == 5  # the parent, the pre-warm and three forks
+    assert [e.prewarm for e in received].count(True) == 1
+    for event in received:
+        request = sent[event.agent_id, event.prewarm]
+        assert event.cost is not None
+        assert event.cost > 0
+        assert event.cost == cost(request.model, event.response.usage)
+    # The tree's budget added up those very figures, in the order they were emitted.
+    assert budget.cost == sum(e.cost for e in received)
+
+
+async def test_a_response_without_a_known_price_carries_no_cost(tmp_path: Path) -> None:
+    events = Events()
+    agent = make_agent(FunctionModel(lambda request: "done"), tmp_path, listeners=[events])
+    async with agent.session() as session:
+        await session.send("go")
+        await session.fork(["a", "b"])
+        budget = session._runtime.tree_budget
+
+    received = events.of(ResponseReceived)
+    assert len(received) == 3
+    assert [e.cost for e in received] == [None, None, None]
+    assert budget.cost == 0.0
+
+
+def _reference_deadline(budget: Budget) -> tuple[float, float] | None:
+    """What ``deadline`` computed before: every wall-time limit up the tree, the earliest."""
+    found: list[tuple[float, float]] = []
+    node: Budget | None = budget
+    while node is not None:
+        if (seconds := node.limits.max_seconds) is not None:
+            found.append((node.started + seconds, seconds))
+        node = node.parent
+    return min(found, default=None)
+
+
+@pytest.mark.parametrize(
+    "seconds",
+    [
+        (None, None, None),
+        (None, 5.0, None),
+        (5.0, None, 1.0),
+        (1.0, None, 5.0),
+        (2.0, 2.0, 2.0),
+        (None, None, 3.0),
+    ],
+)
+def test_a_budgets_deadline_is_the_earliest_of_its_tree(
+    seconds: tuple[float | None, float | None, float | None],
+) -> None:
+    root = Budget(Limits(max_seconds=seconds[0]))
+    time.sleep(0.001)  # each budget starts its own clock
+    middle = root.child(Limits(max_seconds=seconds[1]))
+    time.sleep(0.001)
+    leaf = middle.child(Limits(max_seconds=seconds[2]))
+    for budget in (root, middle, leaf):
+        assert budget.deadline() == _reference_deadline(budget)
+
+
+def test_a_check_reads_every_capped_budget_up_the_tree_nearest_first() -> None:
+    root = Budget(Limits(max_tokens=7))
+    middle = root.child()  # no limit: nothing of its own to stop the leaf
+    leaf = middle.child(Limits(max_tokens=5))
+    leaf.charge(Usage(input_tokens=4), None)
+    leaf.check(0)  # 4 tokens: under both caps
+
+    leaf.charge(Usage(input_tokens=4), None)
+    with pytest.raises(BudgetExceededError) as nearest:
+        leaf.check(0)
+    assert str(nearest.value) == "used 8 tokens of a 5 budget"
+    # The middle budget has no cap of its own, yet its ancestor's still holds for it.
+    with pytest.raises(BudgetExceededError) as inherited:
+        middle.check(0)
+    assert str(inherited.value) == "used 8 tokens of a 7 budget"
+
+
+def test_a_budget_tree_without_limits_never_stops_an_agent() -> None:
+    leaf = Budget().child().child()
+    leaf.charge(Usage(input_tokens=10**9, output_tokens=10**9), 10.0**6)
+    leaf.check(10**6)
+    assert leaf.deadline() is None
+    assert (leaf.tokens, leaf.cost, leaf.turns) == (2 * 10**9, 10.0**6, 1)
