@@ -7,22 +7,33 @@ works out which of its tree's budgets can stop it, and its deadline, when it is 
 from __future__ import annotations
 
 import time
+from dataclasses import fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from forkagent import RuntimeOptions
 from forkagent._orchestration.budget import Budget, Limits
+from forkagent._orchestration.loop import _request_sent, _response_received
+from forkagent._orchestration.runtime import _agent_finished
+from forkagent._orchestration.tasks import TaskResult, task_result
 from forkagent.emulator import Emulator
 from forkagent.emulator.timing import NO_LATENCY
 from forkagent.errors import BudgetExceededError
-from forkagent.events import RequestSent, ResponseReceived
+from forkagent.events import AgentFinished, RequestSent, ResponseReceived
+from forkagent.messages import AssistantMessage, user
+from forkagent.models.base import ModelResponse
 from forkagent.models.emulator import EmulatorModel
 from forkagent.pricing import cost
+from forkagent.requests import ModelRequest
 from forkagent.testing import FunctionModel
 from forkagent.usage import Usage
 
 from ._support import Events, make_agent
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 CLAUDE = "claude-sonnet-4-6"
 CONTEXT = "The module under review keeps its totals in integer cents. " * 300
@@ -123,3 +134,69 @@ def test_a_budget_tree_without_limits_never_stops_an_agent() -> None:
     leaf.check(10**6)
     assert leaf.deadline() is None
     assert (leaf.tokens, leaf.cost, leaf.turns) == (2 * 10**9, 10.0**6, 1)
+
+
+# -- events and results set through their slots ----------------------------------------------
+
+
+def _slots(value: DataclassInstance) -> dict[str, object]:
+    """Every field of a frozen slots dataclass, read back (a slot left unset would raise)."""
+    return {f.name: getattr(value, f.name) for f in fields(value)}
+
+
+def test_a_requests_events_set_through_slots_equal_the_dataclasses() -> None:
+    request = ModelRequest(model=CLAUDE, messages=(user("hi"),))
+    response = ModelResponse(message=AssistantMessage(content=()), usage=Usage(input_tokens=3))
+    sent = _request_sent("fork-1", 2, request)
+    assert sent == RequestSent("fork-1", 2, request)
+    assert _slots(sent) == _slots(RequestSent("fork-1", 2, request))
+    for price in (0.25, None):
+        received = _response_received("fork-1", 3, response, seconds=0.5, cost=price)
+        expected = ResponseReceived("fork-1", 3, response, 0.5, cost=price)
+        assert received == expected
+        assert repr(received) == repr(expected)
+        assert _slots(received) == _slots(expected)
+
+
+@pytest.mark.parametrize("error", [None, "ValueError: no"])
+def test_a_finished_agents_event_and_result_set_through_slots_equal_the_dataclasses(
+    error: str | None,
+) -> None:
+    finished = _agent_finished("fork-1", "failed", "partial", error)
+    expected = AgentFinished("fork-1", "failed", "partial", error)
+    assert finished == expected
+    assert _slots(finished) == _slots(expected)
+    assert finished.details is not _agent_finished("fork-2", "failed", "", None).details
+
+    expected_result = TaskResult(
+        task_id="fork-1",
+        status="completed",
+        output="done",
+        usage=Usage(output_tokens=2, requests=1),
+        turns=1,
+        seconds=0.25,
+        error=error,
+        worktree_path="/tmp/w",
+        worktree_branch="b",
+        model=f"emulator:{CLAUDE}",
+        value={"answer": 1},
+        outside_worktree=("Read /x",),
+    )
+    result = task_result(
+        task_id="fork-1",
+        status="completed",
+        output="done",
+        usage=Usage(output_tokens=2, requests=1),
+        turns=1,
+        seconds=0.25,
+        error=error,
+        worktree_path="/tmp/w",
+        worktree_branch="b",
+        model=f"emulator:{CLAUDE}",
+        value={"answer": 1},
+        outside_worktree=("Read /x",),
+    )
+    assert result == expected_result
+    assert repr(result) == repr(expected_result)
+    assert _slots(result) == _slots(expected_result)
+    assert result.cost == expected_result.cost

@@ -59,6 +59,7 @@ from ..models.base import (
 from ..permissions import PermissionPolicy
 from ..pricing import cost
 from ..requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
+from ..telemetry.cache import slot_setters
 from ..tools.base import Tool, ToolContext, ToolOutput
 from ..usage import Usage
 from .budget import Budget
@@ -395,7 +396,7 @@ async def _request(run: AgentRun) -> ModelResponse:
                 run.family = None
                 if (release := family.wait()) is not None:
                     await release
-                run.emit(RequestSent(run.id, run.turns, request))
+                run.emit(_request_sent(run.id, run.turns, request))
                 response = await run.model.request(request)
             else:
                 response = await _send(run, request)
@@ -411,8 +412,41 @@ async def _request(run: AgentRun) -> ModelResponse:
     run.turns += 1
     price = _charge(run, request.model, usage, turn=True)
     seconds = time.monotonic() - started
-    run.emit(ResponseReceived(run.id, run.turns, response, seconds, cost=price))
+    run.emit(_response_received(run.id, run.turns, response, seconds=seconds, cost=price))
     return response
+
+
+# Every request's two events are set through their slots: a frozen dataclass's ``__init__``
+# sets each field through ``object.__setattr__``, at about twice the cost (``slot_setters``).
+_SENT_AGENT, _SENT_TURN, _SENT_REQUEST, _SENT_PREWARM = slot_setters(RequestSent)
+_RECEIVED_AGENT, _RECEIVED_TURN, _RECEIVED_RESPONSE, _RECEIVED_SECONDS, _RECEIVED_PREWARM, _COST = (
+    slot_setters(ResponseReceived)
+)
+
+
+def _request_sent(agent_id: str, turn: int, request: ModelRequest) -> RequestSent:
+    """``RequestSent(agent_id, turn, request)`` (not a pre-warm), set through its slots."""
+    event: RequestSent = object.__new__(RequestSent)
+    _SENT_AGENT(event, agent_id)
+    _SENT_TURN(event, turn)
+    _SENT_REQUEST(event, request)
+    _SENT_PREWARM(event, False)
+    return event
+
+
+def _response_received(
+    agent_id: str, turn: int, response: ModelResponse, *, seconds: float, cost: float | None
+) -> ResponseReceived:
+    """``ResponseReceived(agent_id, turn, response, seconds, cost=cost)`` (not a pre-warm), set
+    through its slots; keyword-only from ``seconds`` on, as an int would pass for a float."""
+    event: ResponseReceived = object.__new__(ResponseReceived)
+    _RECEIVED_AGENT(event, agent_id)
+    _RECEIVED_TURN(event, turn)
+    _RECEIVED_RESPONSE(event, response)
+    _RECEIVED_SECONDS(event, seconds)
+    _RECEIVED_PREWARM(event, False)
+    _COST(event, cost)
+    return event
 
 
 def _charge(run: AgentRun, model: str, usage: Usage, *, turn: bool) -> float | None:
@@ -432,7 +466,7 @@ def _send(run: AgentRun, request: ModelRequest) -> Awaitable[ModelResponse]:
     """The request's reply, to await at once (a plain function: one coroutine layer fewer on
     every resumption of the request); a family's leader goes through ``send_in_family``."""
     family, run.family = run.family, None
-    sent = RequestSent(run.id, run.turns, request)
+    sent = _request_sent(run.id, run.turns, request)
     if family is None:
         run.emit(sent)
         if run.stream:

@@ -30,6 +30,7 @@ from ..permissions import PermissionPolicy
 from ..permissions.filters import ToolFilter
 from ..requests import ModelRequest
 from ..state.worktrees import Worktree, create_worktree, finish_worktree, worktree_notice
+from ..telemetry.cache import slot_setters
 from ..telemetry.monitor import CacheMonitor
 from ..tools.spawn import SpawnRequest
 from .budget import Budget, Limits, require_price
@@ -55,7 +56,7 @@ from .notify import (
 )
 from .output import OutputSpec
 from .routing import ForkGate, Route, decide_route
-from .tasks import AgentTask, TaskResult
+from .tasks import AgentTask, TaskResult, task_result
 
 
 @dataclass(frozen=True, slots=True)
@@ -576,7 +577,7 @@ class Runtime:
         if status != "completed" and has_hooks(run.hooks):
             await run_hooks(run, "SubagentStop", result=run.output)
         worktree_path, worktree_branch = worktree or (None, None)
-        result = TaskResult(
+        result = task_result(
             task_id=run.id,
             status=status,
             output=run.output,
@@ -591,7 +592,7 @@ class Runtime:
             outside_worktree=tuple(prepared.refused) if prepared else (),
         )
         task.status, task.result = status, result
-        self.emit(AgentFinished(run.id, status, result.output, error))
+        self.emit(_agent_finished(run.id, status, result.output, error))
         if task.background and task.notify:
             self._notify_parent(task, result)
         return result
@@ -689,6 +690,25 @@ class Runtime:
         """Wait until no child task is running."""
         while pending := [t._task for t in self.tasks.values() if t._task and not t._task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+_FINISHED_AGENT, _FINISHED_STATUS, _FINISHED_OUTPUT, _FINISHED_ERROR, _FINISHED_DETAILS = (
+    slot_setters(AgentFinished)
+)
+
+
+def _agent_finished(
+    agent_id: str, status: AgentStatus, output: str, error: str | None
+) -> AgentFinished:
+    """``AgentFinished(agent_id, status, output, error)``, set through its slots
+    (``slot_setters``): one per finished child, at under half the cost of ``__init__``."""
+    event: AgentFinished = object.__new__(AgentFinished)
+    _FINISHED_AGENT(event, agent_id)
+    _FINISHED_STATUS(event, status)
+    _FINISHED_OUTPUT(event, output)
+    _FINISHED_ERROR(event, error)
+    _FINISHED_DETAILS(event, {})
+    return event
 
 
 @dataclass(frozen=True, slots=True)
