@@ -15,7 +15,7 @@ import pytest
 
 from forkagent import RuntimeOptions
 from forkagent._orchestration.budget import Budget, Limits
-from forkagent._orchestration.loop import _request_sent, _response_received
+from forkagent._orchestration.loop import _caller, _request_sent, _response_received
 from forkagent._orchestration.runtime import _agent_finished
 from forkagent._orchestration.tasks import TaskResult, task_result
 from forkagent.emulator import Emulator
@@ -23,7 +23,7 @@ from forkagent.emulator.timing import NO_LATENCY
 from forkagent.errors import BudgetExceededError
 from forkagent.events import AgentFinished, RequestSent, ResponseReceived
 from forkagent.messages import AssistantMessage, user
-from forkagent.models.base import ModelResponse
+from forkagent.models.base import Caller, ModelResponse
 from forkagent.models.emulator import EmulatorModel
 from forkagent.pricing import cost
 from forkagent.requests import ModelRequest
@@ -200,3 +200,31 @@ def test_a_finished_agents_event_and_result_set_through_slots_equal_the_dataclas
     assert repr(result) == repr(expected_result)
     assert _slots(result) == _slots(expected_result)
     assert result.cost == expected_result.cost
+
+
+def test_a_requests_tag_set_through_slots_equals_the_dataclass(tmp_path: Path) -> None:
+    agent = make_agent(FunctionModel(lambda request: "done"), tmp_path)
+    run = agent.session().root
+    run.turns = 4
+    assert _caller(run) == Caller(run.id, run.label, run.kind, 5)
+    assert _slots(_caller(run)) == _slots(Caller(run.id, run.label, run.kind, 5))
+
+
+async def test_a_report_to_a_parent_not_waiting_is_read_when_it_drives_again(
+    tmp_path: Path,
+) -> None:
+    """No signal is made for a parent that was not waiting: its next drive reads the inbox."""
+
+    options = RuntimeOptions(resume_on_notification=False)
+    agent = make_agent(FunctionModel(lambda request: "done"), tmp_path, options=options)
+    async with agent.session() as session:
+        await session.send("plan")
+        [task] = await session.fork(["part 1"], background=True)
+        await task.wait()
+        runtime, root = session._runtime, session.root
+        assert root.id not in runtime._signals
+        assert len(root.inbox) == 1
+        outcome = await runtime.drive(root)
+    assert outcome.status == "completed"
+    assert root.inbox == []
+    assert f"task: {task.id}\nstatus: completed" in root.messages[-2].text  # the report, read

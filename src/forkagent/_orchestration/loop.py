@@ -387,7 +387,7 @@ def _status_for(exc: BudgetExceededError) -> AgentStatus:
 async def _request(run: AgentRun) -> ModelResponse:
     request = run.build_request()
     started = time.monotonic()
-    caller = CALLER.set(Caller(run.id, run.label, run.kind, run.turns + 1))
+    caller = CALLER.set(_caller(run))
     try:
         with request_timeout(run.timeout):
             if (family := run.family) is not None and not family.lead_or_wait(run.id):
@@ -416,12 +416,26 @@ async def _request(run: AgentRun) -> ModelResponse:
     return response
 
 
-# Every request's two events are set through their slots: a frozen dataclass's ``__init__``
+# Every request's tag and two events are set through their slots: a frozen dataclass's ``__init__``
 # sets each field through ``object.__setattr__``, at about twice the cost (``slot_setters``).
 _SENT_AGENT, _SENT_TURN, _SENT_REQUEST, _SENT_PREWARM = slot_setters(RequestSent)
 _RECEIVED_AGENT, _RECEIVED_TURN, _RECEIVED_RESPONSE, _RECEIVED_SECONDS, _RECEIVED_PREWARM, _COST = (
     slot_setters(ResponseReceived)
 )
+
+
+_CALLER_ID, _CALLER_LABEL, _CALLER_KIND, _CALLER_TURN = slot_setters(Caller)
+
+
+def _caller(run: AgentRun) -> Caller:
+    """``Caller(run.id, run.label, run.kind, run.turns + 1)``: the tag of ``run``'s next
+    request, set through its slots."""
+    caller: Caller = object.__new__(Caller)
+    _CALLER_ID(caller, run.id)
+    _CALLER_LABEL(caller, run.label)
+    _CALLER_KIND(caller, run.kind)
+    _CALLER_TURN(caller, run.turns + 1)
+    return caller
 
 
 def _request_sent(agent_id: str, turn: int, request: ModelRequest) -> RequestSent:

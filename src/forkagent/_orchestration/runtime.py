@@ -11,7 +11,7 @@ import itertools
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -549,8 +549,7 @@ class Runtime:
                 if in_process
                 else await executor.place(run, prepared.worktree if prepared else None)
             )
-            # No hooks object: no SubagentStop hook can send it back, so one coroutine fewer.
-            work = self.drive(run) if run.hooks is None else self._drive_child(run)
+            work = self._drive_child(run) if run.hooks is not None else self._work(run)
             outcome = await within_deadline(run.budget, work)
             status, error = outcome.status, outcome.error
         except asyncio.CancelledError:
@@ -597,6 +596,12 @@ class Runtime:
             self._notify_parent(task, result)
         return result
 
+    def _work(self, run: AgentRun) -> Coroutine[Any, Any, LoopOutcome]:
+        """A run without hooks (no SubagentStop hook can send it back): ``drive``, or for a
+        fork its turns alone, as a fork starts no agents (``_fork_refusal``) and so nothing
+        reports to it: one coroutine fewer on every resumption of its requests."""
+        return run_loop(run) if run.is_fork else self.drive(run)
+
     async def _drive_child(self, run: AgentRun) -> LoopOutcome:
         """Drive a child; a SubagentStop hook that blocks its end sends it back to work.
 
@@ -642,7 +647,10 @@ class Runtime:
         if parent is None:
             return
         parent.inbox.append(_ChildReport(task.label, result))
-        self._signal(parent).set()
+        # Only a parent waiting in ``drive`` has a signal; one that does not yet reads its
+        # inbox (after clearing the signal) before it ever waits.
+        if (signal := self._signals.get(parent.id)) is not None:
+            signal.set()
         if parent.parent_id is None and self.on_notification is not None:
             self.on_notification(parent)
 
