@@ -594,6 +594,7 @@ class Runtime:
         self.emit(_agent_finished(run.id, status, result.output, error))
         if task.background and task.notify:
             self._notify_parent(task, result)
+        task.hand_out(result)  # the last step: the task ends with this very result
         return result
 
     def _work(self, run: AgentRun) -> Coroutine[Any, Any, LoopOutcome]:

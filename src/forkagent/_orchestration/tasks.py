@@ -150,6 +150,22 @@ class AgentTask:
         self._waiters.append(waiter)
         return waiter
 
+    def hand_out(self, result: TaskResult) -> None:
+        """``result`` to each waiter still waiting, from the task's last step (it returns
+        ``result`` right after): a waiter, resumed in a later step, finds the task ended, as
+        from ``_hand_out``, without the loop callback the task's end would cost first.
+
+        An end without a result (an exception, a cancellation) still goes through ``_hand_out``.
+        """
+        waiters, self._waiters = self._waiters, None
+        if waiters is None:
+            return
+        assert self._task is not None
+        self._task.remove_done_callback(self._hand_out)
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(result)
+
     def _hand_out(self, task: asyncio.Task[TaskResult]) -> None:
         """The task ended: each waiter still waiting gets its outcome, as from a shield."""
         waiters, self._waiters = self._waiters or [], None
