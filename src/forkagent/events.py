@@ -106,6 +106,12 @@ class ResponseReceived:
     response: ModelResponse
     seconds: float
     prewarm: bool = False
+    cost: float | None = None
+    """USD of ``response.usage``, priced once by the runtime as its budget counts it:
+    ``forkagent.pricing.cost(request.model, response.usage)``, the model name sent
+    in the request. None when that model's price is unknown, and in an event built
+    without it (a replay, a test): a listener that needs a cost then prices the
+    usage itself, with the same function, rather than pricing every response again."""
 
 
 @dataclass(frozen=True, slots=True)

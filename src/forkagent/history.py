@@ -238,7 +238,8 @@ class History(MutableSequence[T]):
     def __getitem__(self, index: slice) -> list[T]: ...
 
     def __getitem__(self, index: int | slice) -> T | list[T]:
-        frozen = len(self._frozen)
+        ends = self._frozen._ends  # the view's length, without a call, as in ``__len__``
+        frozen = ends[-1] if ends else 0
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
             if step != 1:

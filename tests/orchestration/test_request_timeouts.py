@@ -16,7 +16,7 @@ from typing import Literal
 
 import pytest
 
-from forkagent._orchestration.timeouts import RequestTimer, request_timeout
+from forkagent._orchestration.timeouts import RequestTimer, _timers, request_timeout
 from forkagent.requests import ModelRequest
 from forkagent.testing import FunctionModel
 
@@ -182,6 +182,24 @@ def test_a_finished_loop_is_not_kept_alive_by_its_timer() -> None:
     del loop
     gc.collect()
     assert gone() is None
+
+
+def test_a_collected_loops_timer_is_dropped_with_it() -> None:
+    async def one_request() -> None:
+        with request_timeout(600):
+            await asyncio.sleep(0)
+
+    gc.collect()
+    before = len(_timers)
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(one_request())
+    assert len(_timers) == before + 1  # one timer for the loop, kept while the loop lives
+    loop.run_until_complete(one_request())
+    assert len(_timers) == before + 1  # and found again for its next request
+    loop.close()
+    del loop
+    gc.collect()
+    assert len(_timers) == before
 
 
 async def test_a_timeout_outside_a_task_is_refused() -> None:

@@ -89,3 +89,25 @@ async def test_a_waiter_given_up_on_leaves_the_task_and_the_other_waiters_alone(
     assert task._task is not None
     assert not task._task.cancelled()
     assert task.wait() is task._task  # once it has ended, the task itself, as a shield gives
+
+
+async def test_a_result_handed_out_in_the_last_step_reaches_waiters_after_the_task_ended() -> None:
+    """``hand_out``: the runtime's way for a finished run. A waiter resumes with the task
+    already ended with that very result, as a shield gives; one given up on stays so."""
+
+    async def answers() -> TaskResult:
+        await asyncio.sleep(0)
+        task.hand_out(RESULT)
+        return RESULT
+
+    task = handle(answers)
+    assert task._task is not None
+    waiter, given_up, shielded = task.wait(), task.wait(), asyncio.shield(task._task)
+    given_up.cancel()
+    assert await waiter is RESULT
+    assert task._task.done()
+    assert task._task.result() is RESULT
+    assert await shielded is RESULT
+    assert given_up.cancelled()
+    assert task._waiters is None
+    assert task.wait() is task._task

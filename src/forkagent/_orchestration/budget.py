@@ -34,7 +34,11 @@ class Limits:
 
 
 class Budget:
-    """Counters checked before every model request; charges flow up to the parent budget."""
+    """Counters checked before every model request; charges flow up to the parent budget.
+
+    Its limits are fixed when it is made: which budgets of the tree can stop its agent,
+    and its earliest wall-time limit, are worked out then, not on every request.
+    """
 
     def __init__(self, limits: Limits = Limits(), parent: Budget | None = None) -> None:
         self.limits = limits
@@ -43,6 +47,20 @@ class Budget:
         self.tokens = 0
         self.cost = 0.0
         self.turns = 0
+        capped = parent._capped if parent is not None else ()
+        deadline: tuple[float, float] | None = parent._deadline if parent is not None else None
+        if (seconds := limits.max_seconds) is not None:
+            own = (self.started + seconds, seconds)
+            deadline = own if deadline is None or own < deadline else deadline
+        limited = (
+            limits.max_turns is not None
+            or limits.max_tokens is not None
+            or limits.max_cost is not None
+            or seconds is not None
+        )
+        self._capped: tuple[Budget, ...] = (self, *capped) if limited else capped
+        """This budget and its ancestors that have a limit, nearest first: what ``check`` reads."""
+        self._deadline: tuple[float, float] | None = deadline
 
     def child(self, limits: Limits = Limits()) -> Budget:
         return Budget(limits, parent=self)
@@ -61,13 +79,7 @@ class Budget:
 
         The runtime cancels whatever runs at that moment, a model request included.
         """
-        budget: Budget | None = self
-        found: list[tuple[float, float]] = []
-        while budget is not None:
-            if (seconds := budget.limits.max_seconds) is not None:
-                found.append((budget.started + seconds, seconds))
-            budget = budget.parent
-        return min(found, default=None)
+        return self._deadline
 
     def charge(self, usage: Usage, cost: float | None, *, turn: bool = True) -> None:
         """Add one response here and to every ancestor; a pre-warm (``turn=False``) is no turn."""
@@ -85,10 +97,8 @@ class Budget:
             raise BudgetExceededError(
                 "max_turns", f"reached the limit of {self.limits.max_turns} turns"
             )
-        budget: Budget | None = self
-        while budget is not None:
+        for budget in self._capped:  # without a limit anywhere, nothing to check
             budget._check_shared()
-            budget = budget.parent
 
     def _check_shared(self) -> None:
         limits = self.limits

@@ -59,6 +59,7 @@ from ..models.base import (
 from ..permissions import PermissionPolicy
 from ..pricing import cost
 from ..requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
+from ..telemetry.cache import slot_setters
 from ..tools.base import Tool, ToolContext, ToolOutput
 from ..usage import Usage
 from .budget import Budget
@@ -182,7 +183,8 @@ class AgentRun:
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
-        self.changed()
+        if self.on_change is not None:  # ``changed()``, inlined: every reply is appended here
+            self.on_change(self)
 
     def changed(self) -> None:
         if self.on_change is not None:
@@ -285,7 +287,8 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
     propagates (after the history is made consistent).
     """
     while True:
-        _deliver_inbox(run)
+        if run.inbox:
+            _deliver_inbox(run)
         try:
             run.budget.check(run.turns)
         except BudgetExceededError as exc:
@@ -294,7 +297,8 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
             await run.before_request(run)
         response = await _request(run)
         uses = response.message.tool_uses
-        _check_unique_ids(run, uses)
+        if len(uses) > 1:  # one call or none cannot repeat an id
+            _check_unique_ids(run, uses)
         run.append(response.message)
         if uses:
             results = await dispatch(run, uses)
@@ -383,7 +387,7 @@ def _status_for(exc: BudgetExceededError) -> AgentStatus:
 async def _request(run: AgentRun) -> ModelResponse:
     request = run.build_request()
     started = time.monotonic()
-    caller = CALLER.set(Caller(run.id, run.label, run.kind, run.turns + 1))
+    caller = CALLER.set(_caller(run))
     try:
         with request_timeout(run.timeout):
             if (family := run.family) is not None and not family.lead_or_wait(run.id):
@@ -392,7 +396,7 @@ async def _request(run: AgentRun) -> ModelResponse:
                 run.family = None
                 if (release := family.wait()) is not None:
                     await release
-                run.emit(RequestSent(run.id, run.turns, request))
+                run.emit(_request_sent(run.id, run.turns, request))
                 response = await run.model.request(request)
             else:
                 response = await _send(run, request)
@@ -404,24 +408,79 @@ async def _request(run: AgentRun) -> ModelResponse:
     finally:
         CALLER.reset(caller)
     run.last_request = request
-    run.last_usage = response.usage
+    usage = run.last_usage = response.usage
     run.turns += 1
-    _charge(run, response.usage, turn=True)
-    run.emit(ResponseReceived(run.id, run.turns, response, time.monotonic() - started))
+    price = _charge(run, request.model, usage, turn=True)
+    seconds = time.monotonic() - started
+    run.emit(_response_received(run.id, run.turns, response, seconds=seconds, cost=price))
     return response
 
 
-def _charge(run: AgentRun, usage: Usage, *, turn: bool) -> None:
+# Every request's tag and two events are set through their slots: a frozen dataclass's ``__init__``
+# sets each field through ``object.__setattr__``, at about twice the cost (``slot_setters``).
+_SENT_AGENT, _SENT_TURN, _SENT_REQUEST, _SENT_PREWARM = slot_setters(RequestSent)
+_RECEIVED_AGENT, _RECEIVED_TURN, _RECEIVED_RESPONSE, _RECEIVED_SECONDS, _RECEIVED_PREWARM, _COST = (
+    slot_setters(ResponseReceived)
+)
+
+
+_CALLER_ID, _CALLER_LABEL, _CALLER_KIND, _CALLER_TURN = slot_setters(Caller)
+
+
+def _caller(run: AgentRun) -> Caller:
+    """``Caller(run.id, run.label, run.kind, run.turns + 1)``: the tag of ``run``'s next
+    request, set through its slots."""
+    caller: Caller = object.__new__(Caller)
+    _CALLER_ID(caller, run.id)
+    _CALLER_LABEL(caller, run.label)
+    _CALLER_KIND(caller, run.kind)
+    _CALLER_TURN(caller, run.turns + 1)
+    return caller
+
+
+def _request_sent(agent_id: str, turn: int, request: ModelRequest) -> RequestSent:
+    """``RequestSent(agent_id, turn, request)`` (not a pre-warm), set through its slots."""
+    event: RequestSent = object.__new__(RequestSent)
+    _SENT_AGENT(event, agent_id)
+    _SENT_TURN(event, turn)
+    _SENT_REQUEST(event, request)
+    _SENT_PREWARM(event, False)
+    return event
+
+
+def _response_received(
+    agent_id: str, turn: int, response: ModelResponse, *, seconds: float, cost: float | None
+) -> ResponseReceived:
+    """``ResponseReceived(agent_id, turn, response, seconds, cost=cost)`` (not a pre-warm), set
+    through its slots; keyword-only from ``seconds`` on, as an int would pass for a float."""
+    event: ResponseReceived = object.__new__(ResponseReceived)
+    _RECEIVED_AGENT(event, agent_id)
+    _RECEIVED_TURN(event, turn)
+    _RECEIVED_RESPONSE(event, response)
+    _RECEIVED_SECONDS(event, seconds)
+    _RECEIVED_PREWARM(event, False)
+    _COST(event, cost)
+    return event
+
+
+def _charge(run: AgentRun, model: str, usage: Usage, *, turn: bool) -> float | None:
+    """Count one response's usage for the run and its budgets, and return its cost.
+
+    The one place a response is priced (at the model name its request was sent with):
+    the budget and the ``ResponseReceived`` carrying the cost share that one figure.
+    """
     # Usage is frozen: a run's first response's usage is its total, shared rather than summed.
     run.usage = usage if run.usage is _NO_USAGE else run.usage + usage
-    run.budget.charge(usage, cost(run.model.name, usage), turn=turn)
+    price = cost(model, usage)
+    run.budget.charge(usage, price, turn=turn)
+    return price
 
 
 def _send(run: AgentRun, request: ModelRequest) -> Awaitable[ModelResponse]:
     """The request's reply, to await at once (a plain function: one coroutine layer fewer on
     every resumption of the request); a family's leader goes through ``send_in_family``."""
     family, run.family = run.family, None
-    sent = RequestSent(run.id, run.turns, request)
+    sent = _request_sent(run.id, run.turns, request)
     if family is None:
         run.emit(sent)
         if run.stream:
@@ -458,7 +517,7 @@ async def _prewarm(run: AgentRun, request: ModelRequest) -> bool:
     run.emit(RequestSent(run.id, run.turns, request, prewarm=True))
     started = time.monotonic()
     usage = await run.model.prewarm(request) or Usage()
-    _charge(run, usage, turn=False)
+    price = _charge(run, request.model, usage, turn=False)
     response = ModelResponse(
         message=AssistantMessage(content=()),
         stop_reason="max_tokens",
@@ -466,14 +525,12 @@ async def _prewarm(run: AgentRun, request: ModelRequest) -> bool:
         model=request.model,
     )
     seconds = time.monotonic() - started
-    run.emit(ResponseReceived(run.id, run.turns + 1, response, seconds, prewarm=True))
+    run.emit(ResponseReceived(run.id, run.turns + 1, response, seconds, prewarm=True, cost=price))
     return True
 
 
 def _deliver_inbox(run: AgentRun) -> None:
-    """Fold pending notifications into the conversation at a turn boundary."""
-    if not run.inbox:
-        return
+    """Fold pending notifications (there are some) into the conversation at a turn boundary."""
     pending, run.inbox = run.inbox, []
     blocks = tuple(n.block for n in pending)
     last = run.messages[-1] if run.messages else None

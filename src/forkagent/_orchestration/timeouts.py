@@ -60,6 +60,8 @@ class RequestTimer:
     def __init__(self) -> None:
         self._pending: set[RequestTimeout] = set()
         self._handle: asyncio.TimerHandle | None = None
+        self._when = 0.0
+        """When the armed timer fires (``_handle.when()``, kept so as not to ask per request)."""
 
     def after(self, loop: asyncio.AbstractEventLoop, seconds: float) -> RequestTimeout:
         """A deadline ``seconds`` from now for the request of ``loop``'s current task."""
@@ -68,7 +70,7 @@ class RequestTimer:
             raise RuntimeError("a request timeout needs to run inside a task")
         timeout = RequestTimeout(self, task, loop.time() + seconds)
         self._pending.add(timeout)
-        if self._handle is None or timeout.deadline < self._handle.when():
+        if self._handle is None or timeout.deadline < self._when:
             self._arm(loop, timeout.deadline)
         return timeout
 
@@ -82,6 +84,7 @@ class RequestTimer:
         if self._handle is not None:
             self._handle.cancel()
         self._handle = loop.call_at(when, self._fire, loop, when)
+        self._when = when
 
     def _fire(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         self._handle = None
@@ -96,9 +99,14 @@ class RequestTimer:
             self._arm(loop, min(timeout.deadline for timeout in self._pending))
 
 
-_timers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RequestTimer] = (
-    weakref.WeakKeyDictionary()
-)
+_timers: dict[weakref.ref[asyncio.AbstractEventLoop], RequestTimer] = {}
+"""Each loop's timer, by a weak reference to the loop: what a ``WeakKeyDictionary`` keeps,
+looked up without its Python ``get`` on every request."""
+
+
+def _drop(loop: weakref.ref[asyncio.AbstractEventLoop]) -> None:
+    """A loop was collected: its timer goes with it."""
+    _timers.pop(loop, None)
 
 
 _NO_TIMEOUT = nullcontext()
@@ -110,7 +118,7 @@ def request_timeout(seconds: float | None) -> AbstractContextManager[object]:
     if seconds is None:
         return _NO_TIMEOUT
     loop = asyncio.get_running_loop()
-    timer = _timers.get(loop)
+    timer = _timers.get(weakref.ref(loop))
     if timer is None:
-        timer = _timers[loop] = RequestTimer()
+        timer = _timers[weakref.ref(loop, _drop)] = RequestTimer()
     return timer.after(loop, seconds)
