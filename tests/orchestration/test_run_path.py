@@ -7,6 +7,7 @@ works out which of its tree's budgets can stop it, and its deadline, when it is 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -168,38 +169,30 @@ def test_a_finished_agents_event_and_result_set_through_slots_equal_the_dataclas
     assert _slots(finished) == _slots(expected)
     assert finished.details is not _agent_finished("fork-2", "failed", "", None).details
 
-    expected_result = TaskResult(
-        task_id="fork-1",
-        status="completed",
-        output="done",
-        usage=Usage(output_tokens=2, requests=1),
-        turns=1,
-        seconds=0.25,
-        error=error,
-        worktree_path="/tmp/w",
-        worktree_branch="b",
-        model=f"emulator:{CLAUDE}",
-        value={"answer": 1},
-        outside_worktree=("Read /x",),
-    )
-    result = task_result(
-        task_id="fork-1",
-        status="completed",
-        output="done",
-        usage=Usage(output_tokens=2, requests=1),
-        turns=1,
-        seconds=0.25,
-        error=error,
-        worktree_path="/tmp/w",
-        worktree_branch="b",
-        model=f"emulator:{CLAUDE}",
-        value={"answer": 1},
-        outside_worktree=("Read /x",),
-    )
+    expected_result = _a_result(TaskResult, error)
+    result = _a_result(task_result, error)
     assert result == expected_result
     assert repr(result) == repr(expected_result)
     assert _slots(result) == _slots(expected_result)
     assert result.cost == expected_result.cost
+
+
+def _a_result(make: Callable[..., TaskResult], error: str | None) -> TaskResult:
+    """The same result made by ``make``: the dataclass or the slot-setting builder."""
+    return make(
+        task_id="fork-1",
+        status="completed",
+        output="done",
+        usage=Usage(output_tokens=2, requests=1),
+        turns=1,
+        seconds=0.25,
+        error=error,
+        worktree_path="/tmp/w",
+        worktree_branch="b",
+        model=f"emulator:{CLAUDE}",
+        value={"answer": 1},
+        outside_worktree=("Read /x",),
+    )
 
 
 def test_a_requests_tag_set_through_slots_equals_the_dataclass(tmp_path: Path) -> None:
