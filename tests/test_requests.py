@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -148,7 +149,7 @@ def test_a_tools_json_is_rendered_once_per_tool_object(monkeypatch: pytest.Monke
         return dump(self, **kwargs)
 
     monkeypatch.setattr(ToolSpec, "model_dump", counting)
-    monkeypatch.setattr(requests_module, "_TOOL_JSON", {})
+    monkeypatch.setattr(requests_module, "_TOOL_JSON", OrderedDict())
     monkeypatch.setattr(requests_module, "_TOOL_JSON_KEPT", 3)
     schema: dict[str, JsonValue] = {"type": "object", "properties": {"n": {"type": "integer"}}}
     tools = [ToolSpec(name=f"t{n}", description="ü", input_schema=schema) for n in range(4)]

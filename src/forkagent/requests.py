@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, TypeAlias
@@ -120,9 +121,10 @@ class CanonicalBlock:
     data: bytes
 
 
-_TOOL_JSON: dict[int, tuple[ToolSpec, bytes]] = {}
+_TOOL_JSON: OrderedDict[int, tuple[ToolSpec, bytes]] = OrderedDict()
 """``tool_json`` of the last ``_TOOL_JSON_KEPT`` tools, by id; each kept with its tool, so
-the id stays that tool's while it is here."""
+the id stays that tool's while it is here. Ordered, so that the oldest goes in one call
+(``popitem``), which another thread's insertion cannot interrupt as it would an iteration."""
 _TOOL_JSON_KEPT = 256
 
 
@@ -138,7 +140,7 @@ def tool_json(tool: ToolSpec) -> bytes:
         return found[1]
     data = canonical_json(tool.model_dump(mode="json"))
     if len(_TOOL_JSON) >= _TOOL_JSON_KEPT:
-        _TOOL_JSON.pop(next(iter(_TOOL_JSON)), None)  # the oldest
+        _TOOL_JSON.popitem(last=False)  # the oldest
     _TOOL_JSON[id(tool)] = (tool, data)
     return data
 
