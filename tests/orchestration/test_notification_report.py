@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from forkagent._orchestration.notify import notification_text
 from forkagent._orchestration.runtime import RuntimeOptions, _ChildReport
 from forkagent._orchestration.tasks import TaskResult
 from forkagent.messages import TextBlock, UserMessage
@@ -13,19 +12,6 @@ from forkagent.requests import ModelRequest
 from forkagent.usage import Usage
 
 from ._support import make_agent, tree_model
-
-
-def _expected(label: str, result: TaskResult) -> str:
-    return notification_text(
-        task_id=result.task_id,
-        status=result.status,
-        label=label,
-        result=result.output,
-        usage=result.usage,
-        turns=result.turns,
-        seconds=result.seconds,
-        error=result.error,
-    )
 
 
 async def test_a_delivered_report_reads_as_the_result_it_was_made_from(tmp_path: Path) -> None:
@@ -40,8 +26,17 @@ async def test_a_delivered_report_reads_as_the_result_it_was_made_from(tmp_path:
         results = [await task.wait() for task in tasks]
         waiting = list(session.root.inbox)
         assert [r.task_id for r in waiting] == [t.id for t in tasks]
-        expected = [_expected(t.label, r) for t, r in zip(tasks, results, strict=True)]
-        assert [r.block for r in waiting] == [TextBlock(text=text) for text in expected]
+        expected = [r.block.text for r in waiting]
+        for task, result, text in zip(tasks, results, expected, strict=True):
+            # Read from the text, not rebuilt the way the report builds it: each child's own
+            # id, status, label and output, as it finished.
+            assert text.splitlines()[1:4] == [
+                f"task: {task.id}",
+                "status: completed",
+                f"summary: {task.label}",
+            ]
+            assert result.output.startswith("Scope: done with ")
+            assert text.endswith(f"result:\n{result.output}\n</task-notification>")
         assert await session.answer_notifications()
     delivered = [m for m in session.messages if isinstance(m, UserMessage)][-1]
     assert [b.text for b in delivered.content if isinstance(b, TextBlock)][-2:] == expected
