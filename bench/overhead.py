@@ -32,7 +32,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -191,16 +191,42 @@ async def throughput(
     emulator it uses. Each pair's ratio is taken within the pair, so a change of the
     machine's load between pairs moves both of its sides.
     """
-    pairs = []
-    for _ in range(rounds + 1):
+
+    async def pair() -> tuple[float, float]:
         runtime_seconds, warm, sent = await _runtime_run(cwd, forks, make_agent)
         gc.collect()  # the runtime's garbage would otherwise be collected during the ideal run
-        pairs.append((runtime_seconds, await _ideal_run(warm, sent)))
-    counted = pairs[1:]
+        return runtime_seconds, await _ideal_run(warm, sent)
+
+    counted = await _counted_pairs(pair, rounds)
     return Throughput(
         forks / statistics.median(runtime for runtime, _ in counted),
         forks / statistics.median(ideal for _, ideal in counted),
         statistics.median(ideal / runtime for runtime, ideal in counted),
+    )
+
+
+async def _counted_pairs(
+    measure: Callable[[], Awaitable[tuple[float, float]]], rounds: int
+) -> list[tuple[float, float]]:
+    """``rounds`` results of ``measure``, after one that only warms what it runs."""
+    await measure()
+    return [await measure() for _ in range(rounds)]
+
+
+async def one_reply_scaling(
+    cwd: Path, few: int, many: int, rounds: int = ROUNDS
+) -> tuple[float, float, float]:
+    """Seconds for ``few`` and for ``many`` forks in one reply, and time per fork at ``many``
+    over time per fork at ``few``: medians of ``rounds`` pairs, as ``throughput``'s."""
+
+    async def pair() -> tuple[float, float]:
+        return await scaling.one_reply(cwd, few), await scaling.one_reply(cwd, many)
+
+    counted = await _counted_pairs(pair, rounds)
+    return (
+        statistics.median(small for small, _ in counted),
+        statistics.median(large for _, large in counted),
+        statistics.median((large / many) / (small / few) for small, large in counted),
     )
 
 
@@ -332,10 +358,7 @@ async def _at_defaults(cwd: Path, forks: int, quick: bool) -> tuple[float, ...]:
     build_ms, build_bytes = fork_build_only(cwd, 10 if quick else 50, LONG_HISTORY_MESSAGES)
     history = _history(HISTORY_MESSAGES)
     spawn_ms = await scaling.agent_tool_spawn(cwd, history, 10 if quick else 50)
-    few, many = ONE_REPLY_QUICK if quick else ONE_REPLY
-    small = await scaling.one_reply(cwd, few)
-    large = await scaling.one_reply(cwd, many)
-    scale = (large / many) / (small / few)
+    small, large, scale = await one_reply_scaling(cwd, *(ONE_REPLY_QUICK if quick else ONE_REPLY))
     inflight_kb = await scaling.inflight(cwd, history, 10 if quick else 50)
     return (
         defaults.forks_per_second,
