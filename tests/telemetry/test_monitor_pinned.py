@@ -22,8 +22,9 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, ParamSpec, TypeVar, get_args
 
 import looptime
 import pytest
@@ -53,6 +54,8 @@ READERS = ("fork-2-", "fork-5-")
 """The second sibling of each family, by id (ids count up from the main agent's 0)."""
 Play = Callable[[Session, Path], Awaitable[None]]
 Listener = Callable[[Event], None]
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
 
 
 async def _tree(session: Session, cwd: Path) -> None:
@@ -138,8 +141,27 @@ def _record(name: str, *listeners: Listener) -> tuple[list[Event], ModelProfile]
     # under ``TMPDIR``, which differs from machine to machine).
     cwd = Path("/tmp/forkagent-monitor-pinned") / name
     cwd.mkdir(parents=True, exist_ok=True)
+    threads = _CountedThreads()
     with _only_session(cwd), asyncio.Runner(loop_factory=looptime.new_event_loop) as runner:
-        return runner.run(_record_in(name, cwd, listeners))
+        runner.get_loop().set_default_executor(threads)
+        recorded = runner.run(_record_in(name, cwd, listeners))
+    assert not threads.used, f"{name} waited on a thread: its order would follow real time"
+    return recorded
+
+
+class _CountedThreads(ThreadPoolExecutor):
+    """The recording loop's default executor, which notes any use: looptime steps virtual
+    time while a thread runs, so the scenarios stay deterministic only while they use none."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.used = False
+
+    def submit(
+        self, fn: Callable[Params, Result], /, *args: Params.args, **kwargs: Params.kwargs
+    ) -> Future[Result]:
+        self.used = True
+        return super().submit(fn, *args, **kwargs)
 
 
 @contextlib.contextmanager
