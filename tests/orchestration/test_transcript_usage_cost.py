@@ -100,31 +100,21 @@ def _received(model: str, *, priced_at: str | None = REQUESTED) -> ResponseRecei
     return ResponseReceived("main-0-abc123", 1, response, 0.5, cost=price)
 
 
-@pytest.mark.parametrize("model", ALIKE)
-def test_where_the_names_price_alike_the_line_takes_the_events_cost(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str
+@pytest.mark.parametrize(
+    ("model", "priced_again"), [*((m, False) for m in ALIKE), *((m, True) for m in OTHER)]
+)
+def test_the_line_prices_the_usage_again_only_where_the_names_price_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str, priced_again: bool
 ) -> None:
     event = _received(model)
     pricings = _pricings(monkeypatch)
     fast, general = _both_paths(tmp_path, f"anthropic:{REQUESTED}", event)
 
-    assert pricings == [model]  # the general path's only: the event's line priced nothing
+    # The general path prices once; the event's line only where the names price otherwise.
+    assert pricings == [model] * (1 + priced_again)
     assert fast == general
-    assert (fast["model"], fast["cost"]) == (model, event.cost)
-
-
-@pytest.mark.parametrize("model", OTHER)
-def test_where_the_names_price_otherwise_the_line_prices_the_responses_name(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str
-) -> None:
-    event = _received(model)
-    pricings = _pricings(monkeypatch)
-    fast, general = _both_paths(tmp_path, f"anthropic:{REQUESTED}", event)
-
-    assert pricings == [model, model]
-    assert fast == general
-    assert fast["cost"] == cost(model, USAGE)
-    assert fast["cost"] != event.cost
+    assert (fast["model"], fast["cost"]) == (model, cost(model, USAGE))
+    assert (fast["cost"] == event.cost) is not priced_again
 
 
 @pytest.mark.parametrize(
