@@ -1,6 +1,8 @@
 """The cache monitor's reports pinned, byte for byte, over varied real sessions.
 
-Each scenario runs an agent tree against the in-process emulator and keeps its
+Each scenario runs an agent tree against the in-process emulator on virtual time
+(a ``looptime`` loop: the emulator's latency and cache clock are stepped, not slept, so
+concurrent siblings interleave the same way on any machine at any load) and keeps its
 event stream; the stream is then replayed into a ``CacheMonitor`` on a stepping
 clock (so timing is the same on every run), and every report's ``to_dict()`` is
 compared with ``monitor_reports.json``. The monitor's shortcuts (sizes kept
@@ -15,17 +17,21 @@ import asyncio
 import contextlib
 import dataclasses
 import fcntl
+import itertools
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, ParamSpec, TypeVar, get_args
 
+import looptime
 import pytest
 
 from forkagent import RuntimeOptions
 from forkagent.agent import Agent, Session
-from forkagent.emulator import Emulator, Latency, Reply, ToolCall
+from forkagent.emulator import Emulator, Latency, Reply, ToolCall, loop_clock
 from forkagent.emulator.profiles import CacheSettings
 from forkagent.events import AgentStarted, CacheReported, Event, RequestSent, ResponseReceived
 from forkagent.messages import JsonValue, user
@@ -47,6 +53,9 @@ LONG_PLAN = "Plan: " + "check every function, one by one. " * 400
 READERS = ("fork-2-", "fork-5-")
 """The second sibling of each family, by id (ids count up from the main agent's 0)."""
 Play = Callable[[Session, Path], Awaitable[None]]
+Listener = Callable[[Event], None]
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
 
 
 async def _tree(session: Session, cwd: Path) -> None:
@@ -92,7 +101,9 @@ async def _short(session: Session, cwd: Path) -> None:
 def _model(name: str, **emulator: Any) -> Callable[[], EmulatorModel]:
     def make() -> EmulatorModel:
         # Anthropic's own diagnosis (a beta) rides along where the model has it.
-        return EmulatorModel(name, Emulator(**emulator), diagnostics=name.startswith("claude"))
+        # The cache clock is the loop's, so cache lifetimes run on the same virtual time.
+        emu = Emulator(clock=loop_clock, **emulator)
+        return EmulatorModel(name, emu, diagnostics=name.startswith("claude"))
 
     return make
 
@@ -121,13 +132,36 @@ SCENARIOS: dict[str, tuple[Callable[[], EmulatorModel], Play, RuntimeOptions]] =
 }
 
 
-async def _record(name: str) -> tuple[list[Event], ModelProfile]:
+def _record(name: str, *listeners: Listener) -> tuple[list[Event], ModelProfile]:
+    """Run the scenario on a loop of its own whose time moves only when every task waits.
+
+    ``listeners``: more listeners on the run's events, after the one that keeps them.
+    """
     # A fixed folder: its path is in the system prompt, and so in every token count (so not
     # under ``TMPDIR``, which differs from machine to machine).
     cwd = Path("/tmp/forkagent-monitor-pinned") / name
     cwd.mkdir(parents=True, exist_ok=True)
-    with _only_session(cwd):
-        return await _record_in(name, cwd)
+    threads = _CountedThreads()
+    with _only_session(cwd), asyncio.Runner(loop_factory=looptime.new_event_loop) as runner:
+        runner.get_loop().set_default_executor(threads)
+        recorded = runner.run(_record_in(name, cwd, listeners))
+    assert not threads.used, f"{name} waited on a thread: its order would follow real time"
+    return recorded
+
+
+class _CountedThreads(ThreadPoolExecutor):
+    """The recording loop's default executor, which notes any use: looptime steps virtual
+    time while a thread runs, so the scenarios stay deterministic only while they use none."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.used = False
+
+    def submit(
+        self, fn: Callable[Params, Result], /, *args: Params.args, **kwargs: Params.kwargs
+    ) -> Future[Result]:
+        self.used = True
+        return super().submit(fn, *args, **kwargs)
 
 
 @contextlib.contextmanager
@@ -142,7 +176,9 @@ def _only_session(cwd: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-async def _record_in(name: str, cwd: Path) -> tuple[list[Event], ModelProfile]:
+async def _record_in(
+    name: str, cwd: Path, listeners: tuple[Listener, ...]
+) -> tuple[list[Event], ModelProfile]:
     make, play, options = SCENARIOS[name]
     model = make()
     events: list[Event] = []
@@ -153,7 +189,7 @@ async def _record_in(name: str, cwd: Path) -> tuple[list[Event], ModelProfile]:
         emulator.script(_read_reply(str(cwd / "notes.txt")), agent=reader)
     runner = Agent(
         model=model,
-        listeners=[events.append],
+        listeners=[events.append, *listeners],
         cwd=cwd,
         registry=False,
         skip_transcript=True,
@@ -273,28 +309,48 @@ def _cases() -> Iterator[tuple[str, str]]:
                 yield scenario, variant
 
 
-async def _all_reports() -> dict[str, list[dict[str, JsonValue]]]:
-    out: dict[str, list[dict[str, JsonValue]]] = {}
-    for scenario in SCENARIOS:
-        events, profile = await _record(scenario)
-        for name, variant in _cases():
-            if name == scenario:
-                reports = _replay(events, profile, **VARIANTS[variant])
-                out[f"{scenario}/{variant}"] = _pinned_form(events, reports)
-    return out
+def _reports_of(
+    scenario: str, events: list[Event], profile: ModelProfile
+) -> dict[str, list[dict[str, JsonValue]]]:
+    """The pinned form of every variant of one scenario's recording, by ``scenario/variant``."""
+    return {
+        f"{scenario}/{variant}": _pinned_form(events, _replay(events, profile, **VARIANTS[variant]))
+        for name, variant in _cases()
+        if name == scenario
+    }
+
+
+def _all_reports() -> dict[str, list[dict[str, JsonValue]]]:
+    return {key: form for s in SCENARIOS for key, form in _reports_of(s, *_record(s)).items()}
+
+
+def _pinned_of(scenario: str) -> dict[str, list[dict[str, JsonValue]]]:
+    pinned: dict[str, list[dict[str, JsonValue]]] = json.loads(PINNED.read_text())
+    return {key: form for key, form in pinned.items() if key.startswith(f"{scenario}/")}
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-async def test_reports_are_the_pinned_ones(scenario: str) -> None:
-    pinned = json.loads(PINNED.read_text())
-    events, profile = await _record(scenario)
+def test_reports_are_the_pinned_ones(scenario: str) -> None:
+    assert _reports_of(scenario, *_record(scenario)) == _pinned_of(scenario)
 
-    for name, variant in _cases():
-        if name == scenario:
-            key = f"{scenario}/{variant}"
-            assert (
-                _pinned_form(events, _replay(events, profile, **VARIANTS[variant])) == pinned[key]
-            ), key
+
+def _stall(seconds: float) -> Listener:
+    """A listener that blocks the loop for ``seconds`` of real time at every other request."""
+    sent = itertools.count()
+
+    def listen(event: Event) -> None:
+        if isinstance(event, RequestSent) and next(sent) % 2:
+            time.sleep(seconds)
+
+    return listen
+
+
+@pytest.mark.parametrize("scenario", ["anthropic_tree", "openai_tree"])
+def test_real_time_spent_does_not_change_the_reports(scenario: str) -> None:
+    """A loaded machine spends real time between the run's steps. On virtual time that time
+    does not count: 30 ms (more than the emulator's 20 ms to the first token) at every other
+    request leaves every report as pinned. (On real time, this reorders the siblings.)"""
+    assert _reports_of(scenario, *_record(scenario, _stall(0.03))) == _pinned_of(scenario)
 
 
 def test_the_pinned_reports_cover_every_status_and_reason() -> None:
@@ -312,4 +368,4 @@ def test_the_pinned_reports_cover_every_status_and_reason() -> None:
 
 
 if __name__ == "__main__":
-    PINNED.write_text(json.dumps(asyncio.run(_all_reports()), indent=1, sort_keys=True) + "\n")
+    PINNED.write_text(json.dumps(_all_reports(), indent=1, sort_keys=True) + "\n")

@@ -24,7 +24,7 @@ from .policies import (
     tool_choosing_policy,
 )
 from .profiles import CacheSettings
-from .timing import Latency, VirtualClock
+from .timing import Latency, VirtualClock, loop_clock
 
 if TYPE_CHECKING:
     from .server import RunningServer, serve
@@ -51,6 +51,7 @@ __all__ = [
     "VirtualClock",
     "default_emulator",
     "default_policy",
+    "loop_clock",
     "serve",
     "tool_choosing_policy",
     "use_emulator",

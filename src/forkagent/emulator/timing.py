@@ -2,13 +2,16 @@
 
 Cache lifetimes are measured on the emulator's clock, which tests replace by a
 ``VirtualClock`` so that a five-minute TTL expires without sleeping. Latency is
-always real (``asyncio.sleep``): it is what makes concurrent requests overlap,
-so the rule "an entry is visible only once the writing response has begun" is
-observable even when the clock is virtual.
+slept on the event loop (``asyncio.sleep``): it is what makes concurrent requests
+overlap, so the rule "an entry is visible only once the writing response has
+begun" is observable even when the clock is virtual. ``loop_clock`` puts the
+cache clock on the loop's own timeline, so a loop on virtual time (``looptime``)
+steps latency and cache lifetimes together and a run is the same at any load.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +42,14 @@ class VirtualClock:
 
 def wall_clock() -> float:
     return time.monotonic()
+
+
+def loop_clock() -> float:
+    """The running event loop's time: the clock ``asyncio.sleep`` (the latency) waits on.
+
+    Outside a running loop there is no loop time to read, and the error says so.
+    """
+    return asyncio.get_running_loop().time()
 
 
 @dataclass(frozen=True, slots=True)

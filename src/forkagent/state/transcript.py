@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal, TypeAlias, cast
 
@@ -48,7 +49,7 @@ from ..events import (
 from ..history import History, HistoryView, freeze
 from ..messages import AssistantMessage, ContentBlock, JsonValue, Message, TextBlock
 from ..models._shared import HEAD_MIN, SharedHeads
-from ..pricing import cost
+from ..pricing import cost, price_for
 from ..requests import BlockPosition, ModelSettings, ToolSpec
 from ..telemetry.cache import CacheReport
 from ..usage import Usage
@@ -1013,9 +1014,10 @@ class TranscriptWriter:
         turn: int | None,
         prewarm: bool,
         seconds: float | None,
+        priced: float | None = None,
     ) -> dict[str, object]:
         """A ``UsageEntry``'s fields, in order: ``usage`` validates them, ``on_event`` writes
-        them as they are."""
+        them as they are. ``priced``: the cost at ``model``'s price if known (None: price it)."""
         name = model or (self._header or self._required_header()).model
         return {
             "type": "usage",
@@ -1024,7 +1026,7 @@ class TranscriptWriter:
             "model": name,
             "response_id": response_id,
             "usage": usage,
-            "cost": cost(name, usage),
+            "cost": cost(name, usage) if priced is None else priced,
             "prewarm": prewarm,
             "seconds": seconds,
         }
@@ -1067,6 +1069,11 @@ class TranscriptWriter:
                 event.turn,
                 event.prewarm,
                 event.seconds,
+                # The event's cost is priced at the header's model, which its requests name:
+                # where the response's name has that price (an echo, a dated alias), so has the line.
+                event.cost
+                if response.model and _priced_alike(response.model, header.model)
+                else None,
             )
             serializer = _USAGE_LINE
         elif isinstance(event, CacheReported):
@@ -1227,6 +1234,15 @@ def _typed_line(entry: type[_Line], **instead: object) -> SchemaSerializer:
 
 _typed_dict = cast("Callable[[str, dict[str, object]], type]", TypedDict)
 """``TypedDict`` called with fields found at run time, which type checkers do not take."""
+
+
+@lru_cache(maxsize=256)
+def _priced_alike(first: str, second: str) -> bool:
+    """Whether two model names have one known price (kept: asked for every usage line)."""
+    price = price_for(first)
+    return price is not None and price == price_for(second)
+
+
 _USAGE_LINE = _typed_line(UsageEntry)
 _CACHE_LINE = _typed_line(CacheEntry, report=CacheReport)  # ``CacheReport.to_dict``'s JSON
 
