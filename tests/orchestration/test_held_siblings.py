@@ -175,15 +175,22 @@ async def test_siblings_with_and_without_a_time_limit_send_in_their_order(tmp_pa
     assert _forks_sent(events) == [t.id for t in tasks]
 
 
-async def test_a_held_siblings_request_timer_starts_when_it_is_sent(tmp_path: Path) -> None:
-    """``request_timeout`` times a request, not the wait for the family's leader: a leader
-    that hangs past it fails, and its held siblings then send and answer."""
+@pytest.mark.parametrize("general", [False, True])
+async def test_a_siblings_request_timer_starts_when_it_is_sent(
+    tmp_path: Path, general: bool
+) -> None:
+    """``request_timeout`` times a request, not the wait for the family's leader, whether
+    the sibling waits held or in a task of its own: a leader that hangs past it fails, and
+    its siblings then send and answer."""
     gate = asyncio.Event()  # never set: the leader's request hangs
     agent = make_agent(
         _gated_model(gate), tmp_path, registry=False, skip_transcript=True, request_timeout=0.05
     )
-    async with asyncio.timeout(10), agent.session() as session:
-        await session.send("Plan.")
-        tasks = await session.fork(["a", "b", "c"], background=True)
-        results = await asyncio.gather(*(t.wait() for t in tasks))
+    with pytest.MonkeyPatch.context() as patch:
+        if general:
+            patch.setattr(ForkFamily, "holds", lambda family: False)
+        async with asyncio.timeout(10), agent.session() as session:
+            await session.send("Plan.")
+            tasks = await session.fork(["a", "b", "c"], background=True)
+            results = await asyncio.gather(*(t.wait() for t in tasks))
     assert [r.status for r in results] == ["failed", "completed", "completed"]
