@@ -18,13 +18,14 @@ from forkagent._orchestration.fanout import ForkFamily
 from forkagent._orchestration.runtime import ForkParams
 from forkagent.emulator import Emulator
 from forkagent.emulator.timing import NO_LATENCY
-from forkagent.events import Event, RequestSent
+from forkagent.events import AgentMovedToBackground, Event, NotificationDelivered, RequestSent
 from forkagent.models.base import ModelProfile
 from forkagent.models.emulator import EmulatorModel
 from forkagent.models.function import FunctionModel
 from forkagent.requests import ModelRequest
+from forkagent.testing import reply, tool_call
 
-from ._support import Events, make_agent
+from ._support import Events, last_text, make_agent, results_by_id, tree_model
 
 Projection = tuple[object, ...]
 
@@ -194,3 +195,41 @@ async def test_a_siblings_request_timer_starts_when_it_is_sent(
             tasks = await session.fork(["a", "b", "c"], background=True)
             results = await asyncio.gather(*(t.wait() for t in tasks))
     assert [r.status for r in results] == ["failed", "completed", "completed"]
+
+
+async def test_held_sync_children_move_to_the_background_and_report(tmp_path: Path) -> None:
+    """Sync forks from one reply: the held ones are waited for through a waiter of their own
+    (``wait_foreground``), go to the background on time like their leader, and report once."""
+    gate = asyncio.Event()
+    calls = [tool_call("Agent", id=f"c{n}", prompt=f"job {n}", fork=True) for n in range(3)]
+
+    async def fork(request: ModelRequest) -> str:
+        if "job 0" in last_text(request):
+            await gate.wait()
+        return "Scope: done."
+
+    model = tree_model([reply(*calls), "Carrying on.", "Reports read."], fork=fork)
+    model.profile = ModelProfile(provider="test", warmup="first_response_ends")
+    events = Events()
+    agent = make_agent(
+        model,
+        tmp_path,
+        subagents=True,
+        listeners=[events],
+        options=RuntimeOptions(auto_background_after=0.05),
+    )
+    async with asyncio.timeout(10), agent.session() as session:
+        first = await session.send("go")  # every child moved to the background
+        assert [e.agent_id for e in events.of(AgentMovedToBackground)] == [
+            e.agent_id for e in events.started if e.kind == "fork"
+        ]
+        assert all(
+            "moved to the background" in r.text for r in results_by_id(first.messages).values()
+        )
+        gate.set()
+        await session.idle()
+        final = session.result()
+    tasks = [session.task(e.agent_id) for e in events.started if e.kind == "fork"]
+    assert [t.status for t in tasks] == ["completed"] * 3
+    assert sum(isinstance(e, NotificationDelivered) for e in events) == 3
+    assert final.output == "Reports read."
