@@ -9,9 +9,9 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from forkagent._construct import trusted
 from forkagent._orchestration.budget import Budget
-from forkagent._orchestration.fork import fork_base, fork_from
+from forkagent._orchestration.fork import directive_text, fork_base, fork_from
 from forkagent._orchestration.loop import AgentRun
-from forkagent.messages import Message, ToolUseBlock, assistant, user
+from forkagent.messages import Message, TextBlock, ToolUseBlock, assistant, user
 from forkagent.models.function import FunctionModel
 from forkagent.requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
 
@@ -64,6 +64,16 @@ def test_a_forks_last_message_is_the_familys_model_copy(history: list[Message]) 
     assert _state(last) == _state(copied)
     assert list(last.__dict__) == list(copied.__dict__)
     assert last.model_dump_json() == copied.model_dump_json()
+
+
+@pytest.mark.parametrize("directive", ["Do it.", "", "Two\nlines ü"])
+def test_a_forks_directive_block_is_the_validated_one(directive: str) -> None:
+    block = fork_from(fork_base([user("plan"), assistant("done")]), directive).messages[-1]
+    made = block.content[-1]
+    validated = TextBlock(text=directive_text(directive))
+    assert _state(made) == _state(validated)
+    assert list(made.__dict__) == list(validated.__dict__)
+    assert made.model_dump_json() == validated.model_dump_json()
 
 
 class _Private(BaseModel):

@@ -105,6 +105,8 @@ class ResponseReceived:
     turn: int
     response: ModelResponse
     seconds: float
+    """From the request's sending to its reply; a fork sibling's wait for its family's
+    leader comes before and is not counted."""
     prewarm: bool = False
     cost: float | None = None
     """USD of ``response.usage``, priced once by the runtime as its budget counts it:

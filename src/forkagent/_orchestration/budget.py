@@ -62,6 +62,11 @@ class Budget:
         """This budget and its ancestors that have a limit, nearest first: what ``check`` reads."""
         self._deadline: tuple[float, float] | None = deadline
 
+    @property
+    def unlimited(self) -> bool:
+        """No limit here or on an ancestor: ``check`` can never stop this budget's agent."""
+        return not self._capped
+
     def child(self, limits: Limits = Limits()) -> Budget:
         return Budget(limits, parent=self)
 

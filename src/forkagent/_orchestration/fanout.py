@@ -36,6 +36,11 @@ class ForkFamily:
     _waiting: list[asyncio.Future[None]] = field(default_factory=list)
     """One future per sibling waiting for the release. Not an ``asyncio.Event``: each of
     its waiters removes itself from a deque, O(siblings) each, O(siblings²) a family."""
+    running: int = 0
+    """Members whose tasks have begun and not ended (``began``, ``ended``)."""
+    _held: list[Callable[[], object]] = field(default_factory=list)
+    """Members whose tasks are not made until the release: each would only start, wait for
+    it and be woken, one more step of the event loop per sibling (``hold``)."""
 
     def __post_init__(self) -> None:
         if self.warmup == "none":
@@ -59,6 +64,26 @@ class ForkFamily:
         self._waiting.append(waiter)
         return waiter
 
+    def holds(self) -> bool:
+        """Whether a new member's task can wait unmade: a member runs, and either releases
+        the family or, ending without, begins the held ones (``ended``)."""
+        return self.running > 0 and not self.released
+
+    def hold(self, begin: Callable[[], object]) -> None:
+        """``begin`` makes a held member's task, at the release or when no member runs."""
+        self._held.append(begin)
+
+    def began(self) -> None:
+        self.running += 1
+
+    def ended(self) -> None:
+        """A member's run ended: if it was the last running and none released the family
+        (cancelled or refused before its request, or a release still to come), the held
+        members begin, and one of them leads as before."""
+        self.running -= 1
+        if not self.running and not self.released:
+            self.begin_held()
+
     def release(self) -> None:
         if self.released:
             return
@@ -67,6 +92,13 @@ class ForkFamily:
         for waiter in waiting:
             if not waiter.done():
                 waiter.set_result(None)
+        self.begin_held()  # after the waiters: every held member started after them
+
+    def begin_held(self) -> None:
+        """Begin the held members' tasks, in the order they started."""
+        held, self._held = self._held, []
+        for begin in held:
+            begin()
 
 
 Prewarm = Callable[[ModelRequest], Awaitable[bool]]

@@ -386,16 +386,20 @@ def _status_for(exc: BudgetExceededError) -> AgentStatus:
 
 async def _request(run: AgentRun) -> ModelResponse:
     request = run.build_request()
+    sibling = False
+    if (family := run.family) is not None and not family.lead_or_wait(run.id):
+        # A sibling waits here for its leader, then sends as ``send_in_family`` would: no
+        # coroutine of the family's around the whole of its request. The wait is no part of
+        # its request: neither its timeout nor its ``seconds`` count it (as for a sibling
+        # held without a task until the release, which comes here released).
+        run.family, sibling = None, True
+        if (release := family.wait()) is not None:
+            await release
     started = time.monotonic()
     caller = CALLER.set(_caller(run))
     try:
         with request_timeout(run.timeout):
-            if (family := run.family) is not None and not family.lead_or_wait(run.id):
-                # A sibling waits here for its leader, then sends as ``send_in_family``
-                # would: no coroutine of the family's around the whole of its request.
-                run.family = None
-                if (release := family.wait()) is not None:
-                    await release
+            if sibling:
                 run.emit(_request_sent(run.id, run.turns, request))
                 response = await run.model.request(request)
             else:

@@ -7,6 +7,7 @@ model-requested forks are the same machinery.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import random
 import re
@@ -530,11 +531,29 @@ class Runtime:
             if estimate is not None:
                 details["estimate"] = estimate.summary()
         self.emit(AgentStarted(run.id, run.parent_id, run.kind, run.label, background, details))
-        task._task = asyncio.create_task(self._execute(task, prepared), name=run.id)
+        work = functools.partial(self._execute, task, prepared)
+        if (family := run.family) is None:
+            task.begin(work)
+        elif family.holds() and self._may_hold(run):
+            task.hold(work)
+            family.hold(task.begin_held)
+        else:
+            family.begin_held()  # those held begin first: every member begins in its order
+            task.begin(work)
         return task
+
+    def _may_hold(self, run: AgentRun) -> bool:
+        """Whether a fork can wait for its family's release with no task of its own.
+
+        Only without limits: a started fork checks its budget before it waits, and a
+        wall-time limit must end it while it waits. Only in process: another executor
+        places a child when it begins.
+        """
+        return run.budget.unlimited and type(self.executor) is InProcessExecutor
 
     async def _execute(self, task: AgentTask, prepared: PreparedChild | None) -> TaskResult:
         run = task.run
+        family = run.family  # set until its first request
         status: AgentStatus = "failed"
         error: str | None = None
         executor = self.executor
@@ -559,6 +578,8 @@ class Runtime:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             task._driving = False
+            if family is not None:
+                family.ended()
             for child in self.open_children(run):
                 child.cancel()
             if status != "completed":  # a completed run ended on a reply with every call answered

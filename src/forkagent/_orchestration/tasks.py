@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..events import AgentKind, AgentStatus
 from ..pricing import cost
@@ -119,6 +121,25 @@ class AgentTask:
     """Made when first needed: most children are never waited for in the foreground."""
     _waiters: list[asyncio.Future[TaskResult]] | None = None
     """``wait()``'s futures not handed the result yet; None until the first."""
+    _held: Callable[[], Coroutine[Any, Any, TaskResult]] | None = None
+    """Its run while its family holds it (``hold``): the task is made when released."""
+
+    def begin(self, work: Callable[[], Coroutine[Any, Any, TaskResult]]) -> None:
+        """Make ``work()`` this child's task."""
+        if (family := self.run.family) is not None:
+            family.began()
+        self._task = task = asyncio.create_task(work(), name=self.run.id)
+        if self._waiters is not None:  # waited for while it was held
+            task.add_done_callback(self._hand_out)
+
+    def hold(self, work: Callable[[], Coroutine[Any, Any, TaskResult]]) -> None:
+        """Keep ``work`` until ``begin_held``: its family releases it, or it is cancelled."""
+        self._held = work
+
+    def begin_held(self) -> None:
+        work, self._held = self._held, None
+        if work is not None:
+            self.begin(work)
 
     @property
     def id(self) -> str:
@@ -138,13 +159,14 @@ class AgentTask:
         waiters instead of two closures and a context per waiter.
         """
         task = self._task
-        assert task is not None
-        if task.done():
+        if task is not None and task.done():
             return task
-        waiter: asyncio.Future[TaskResult] = task.get_loop().create_future()
+        loop = task.get_loop() if task is not None else asyncio.get_running_loop()
+        waiter: asyncio.Future[TaskResult] = loop.create_future()
         if self._waiters is None:
             self._waiters = []
-            task.add_done_callback(self._hand_out)
+            if task is not None:  # else ``begin`` adds it
+                task.add_done_callback(self._hand_out)
         else:  # waiters given up on (cancelled) need not wait for the end to be dropped
             self._waiters = [w for w in self._waiters if not w.done()]
         self._waiters.append(waiter)
@@ -189,7 +211,9 @@ class AgentTask:
         for child in self.children:
             child.cancel()
         self.cancel_requested = True
-        if self._driving and self._task is not None and not self._task.done():
+        if self._held is not None:  # it begins now, sees the request and ends cancelled
+            self.begin_held()
+        elif self._driving and self._task is not None and not self._task.done():
             self._task.cancel()
 
     def move_to_background(self) -> None:
@@ -207,11 +231,13 @@ class AgentTask:
         If the waiter itself is cancelled (the parent's turn was interrupted),
         a foreground child is cancelled with it; a backgrounded one is spared.
         """
-        assert self._task is not None
+        # A held child has no task yet: its result comes through a waiter instead.
+        ended: asyncio.Future[TaskResult] = self._task if self._task is not None else self.wait()
         signal = asyncio.ensure_future(self._background_signal().wait())
+        racing: set[asyncio.Future[Any]] = {ended, signal}
         try:
             done, _ = await asyncio.wait(
-                {self._task, signal},
+                racing,
                 timeout=auto_background_after,
                 return_when=asyncio.FIRST_COMPLETED,
             )
@@ -221,7 +247,9 @@ class AgentTask:
             raise
         finally:
             signal.cancel()
-        if self._task in done:
-            return self._task.result()
+            if ended is not self._task:
+                ended.cancel()  # a waiter of its own, not to be handed an outcome nobody reads
+        if ended in done:
+            return ended.result()
         self.background = True
         return None
