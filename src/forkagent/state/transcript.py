@@ -15,6 +15,7 @@ is corruption, and reading fails loudly instead of resuming a wrong history.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -1169,15 +1170,16 @@ class TranscriptWriter:
         """The lines of the block go to the file in one write at its end (one open, one call)."""
         return _Together(self)
 
-    def _gather(self) -> bool:
-        """Hold the lines from now on, unless a block already does; whether this one does."""
+    def hold(self) -> bool:
+        """Hold the lines from now on for one append at ``release``, unless a ``together``
+        block or an earlier ``hold`` already does; whether this call does."""
         if self._gathered is not None:
             return False
         self._gathered, self._gathered_lines = [], 0
         return True
 
-    def _release(self) -> None:
-        """Write the lines held since ``_gather``, in one append."""
+    def release(self) -> None:
+        """Write the lines held since ``hold``, in one append (raises as a line would)."""
         gathered, lines = self._gathered, self._gathered_lines
         self._gathered, self._gathered_lines = None, 0
         if gathered:
@@ -1244,11 +1246,11 @@ class _Together:
         self._outermost = False
 
     def __enter__(self) -> None:
-        self._outermost = self._writer._gather()
+        self._outermost = self._writer.hold()
 
     def __exit__(self, *exc_info: object) -> None:
         if self._outermost:
-            self._writer._release()
+            self._writer.release()
 
 
 def _json_line(entry: _Line) -> bytes:
@@ -1303,6 +1305,12 @@ def check_written(file: str) -> None:
 _WRITTEN_HEADS: SharedHeads[ContentBlock, tuple[str, str, int]] = SharedHeads()
 """Where a long message was written whole (folder, agent, line), by its blocks but the last:
 a sibling's message that starts with the same blocks refers to that line."""
+
+
+def at_turn_end(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
+    """Call ``callback`` at the end of this turn of ``loop``, before the lines the turn
+    gave background writers go to the transcripts' helper: what it writes goes with them."""
+    BACKGROUND.at_turn_end(loop, callback)
 
 
 def flush_transcripts() -> None:
