@@ -73,8 +73,9 @@ class Recorder:
     """The last header written, by what it was made from: a fork's siblings share it."""
     _held: tuple[str, TranscriptWriter] | None = field(init=False, default=None)
     """The agent whose lines are held, and its writer (``_hold``)."""
-    _releasing: bool = field(init=False, default=False)
-    """Whether the end of this turn of the loop releases what is held."""
+    _releasing: asyncio.AbstractEventLoop | None = field(init=False, default=None)
+    """The loop whose turn's end releases what is held (not another loop's, which may have
+    closed before its turn ended)."""
 
     def __post_init__(self) -> None:
         self._folder = str(tree_folder(self.root_id, base=self.state))
@@ -135,8 +136,8 @@ class Recorder:
         if (loop := _running_loop()) is None or not writer.hold():
             return  # off a loop each line goes at once; in a ``together`` block, with it
         self._held = (agent_id, writer)
-        if not self._releasing:
-            self._releasing = True
+        if self._releasing is not loop:
+            self._releasing = loop
             at_turn_end(loop, self._turn_ended)
 
     def _release(self) -> None:
@@ -149,7 +150,7 @@ class Recorder:
                 self._stop_recording(held[0], exc)
 
     def _turn_ended(self) -> None:
-        self._releasing = False
+        self._releasing = None
         self._release()
 
     def _stop_recording(self, agent_id: str, error: TranscriptError) -> None:
