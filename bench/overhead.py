@@ -9,9 +9,10 @@
   closed (transcript lines and registry rows written). The ideal is
   the same 1,000 requests sent straight to the model (adapter and emulator,
   no runtime) in the order fan-out sends them: the first alone, then the rest
-  at once. ``throughput_ratio`` = ideal time / runtime time. Each run starts with
-  the emulator's process-wide memos empty, so the ideal does not replay requests
-  the runtime's run taught it.
+  at once. ``throughput_ratio`` = ideal time / runtime time, the median of three
+  pairs (runtime, then ideal) after a pair that only warms both. Each run starts
+  with the emulator's process-wide memos empty, so the ideal does not replay
+  requests the runtime's run taught it.
 - **Cancel latency**: a tree of 100 agents (the main agent, 9 named agents,
   10 named agents under each) all waiting on a response; the time from
   ``session.aclose()`` until every task has ended.
@@ -27,10 +28,11 @@ import argparse
 import asyncio
 import copy
 import gc
+import statistics
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -165,10 +167,74 @@ def _builders(
 AgentFactory = Callable[..., Agent]
 
 
+ROUNDS = 3
+"""Timed pairs (runtime, then ideal) per throughput figure; their median ratio is reported."""
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    forks_per_second: float
+    ideal_requests_per_second: float
+    ratio: float
+    """The median of the pairs' ratios, each pair's runtime and ideal measured one after the other."""
+
+
 async def throughput(
-    cwd: Path, forks: int, make_agent: AgentFactory = offline_agent
-) -> tuple[float, float]:
-    """(runtime forks per second, ideal requests per second) for agents ``make_agent`` builds."""
+    cwd: Path, forks: int, make_agent: AgentFactory = offline_agent, rounds: int = ROUNDS
+) -> Throughput:
+    """Forks per second of the runtime against requests per second of the ideal, for agents
+    ``make_agent`` builds: the medians of ``rounds`` pairs, after one pair that is not counted.
+
+    The uncounted pair warms both sides alike (lazy imports, the interpreter's specialised
+    code, the allocator's arenas). Without it the runtime's first run paid for that alone:
+    each ideal runs right after a runtime run, which has already warmed the adapter and
+    emulator it uses. Each pair's ratio is taken within the pair, so a change of the
+    machine's load between pairs moves both of its sides.
+    """
+
+    async def pair() -> tuple[float, float]:
+        runtime_seconds, warm, sent = await _runtime_run(cwd, forks, make_agent)
+        gc.collect()  # the runtime's garbage would otherwise be collected during the ideal run
+        return runtime_seconds, await _ideal_run(warm, sent)
+
+    counted = await _counted_pairs(pair, rounds)
+    return Throughput(
+        forks / statistics.median(runtime for runtime, _ in counted),
+        forks / statistics.median(ideal for _, ideal in counted),
+        statistics.median(ideal / runtime for runtime, ideal in counted),
+    )
+
+
+async def _counted_pairs(
+    measure: Callable[[], Awaitable[tuple[float, float]]], rounds: int
+) -> list[tuple[float, float]]:
+    """``rounds`` results of ``measure``, after one that only warms what it runs."""
+    await measure()
+    return [await measure() for _ in range(rounds)]
+
+
+async def one_reply_scaling(
+    cwd: Path, few: int, many: int, rounds: int = ROUNDS
+) -> tuple[float, float, float]:
+    """Seconds for ``few`` and for ``many`` forks in one reply, and time per fork at ``many``
+    over time per fork at ``few``: medians of ``rounds`` pairs, as ``throughput``'s."""
+
+    async def pair() -> tuple[float, float]:
+        return await scaling.one_reply(cwd, few), await scaling.one_reply(cwd, many)
+
+    counted = await _counted_pairs(pair, rounds)
+    return (
+        statistics.median(small for small, _ in counted),
+        statistics.median(large for _, large in counted),
+        statistics.median((large / many) / (small / few) for small, large in counted),
+    )
+
+
+async def _runtime_run(
+    cwd: Path, forks: int, make_agent: AgentFactory
+) -> tuple[float, ModelRequest, list[ModelRequest]]:
+    """Seconds for ``forks`` background forks, from ``session.fork`` to the session closed;
+    the main agent's request before them, and the forks' requests."""
     sent: list[ModelRequest] = []
 
     def record(event: Event) -> None:
@@ -185,11 +251,15 @@ async def throughput(
         started = time.perf_counter()
         tasks = await session.fork([f"Do task {n}." for n in range(forks)], background=True)
         results = await asyncio.gather(*(task.wait() for task in tasks))
-    runtime_seconds = time.perf_counter() - started  # closed: every record is on disk
+    seconds = time.perf_counter() - started  # closed: every record is on disk
     if any(r.status != "completed" for r in results) or len(sent) != forks or warm is None:
         raise RuntimeError("the background forks did not all complete")
-    del agent, session, tasks
-    gc.collect()  # the runtime's garbage would otherwise be collected during the ideal run
+    return seconds, warm, sent
+
+
+async def _ideal_run(warm: ModelRequest, sent: list[ModelRequest]) -> float:
+    """Seconds for the same requests sent straight to the model, in the order fan-out sends
+    them: the first alone, then the rest at once."""
     model = EmulatorModel(MODEL, Emulator(latency=NO_LATENCY))
     forget_everything()  # or the runtime's run would have warmed the emulator for the ideal's
     try:
@@ -197,10 +267,9 @@ async def throughput(
         started = time.perf_counter()
         await model.request(sent[0])
         await asyncio.gather(*(model.request(request) for request in sent[1:]))
-        ideal_seconds = time.perf_counter() - started
+        return time.perf_counter() - started
     finally:
         await model.aclose()
-    return forks / runtime_seconds, forks / ideal_seconds
 
 
 def _tree_policy(branches: int, leaves: int) -> Policy:
@@ -266,27 +335,42 @@ async def measure(quick: bool = False) -> Overhead:
         cwd = Path(tmp)
         build = fork_build(cwd, forks=50 if quick else 200, copies=1 if quick else 5)
         forks = 100 if quick else BACKGROUND_FORKS
-        rate, ideal = await throughput(cwd, forks)
+        stripped = await throughput(cwd, forks)
         agents, cancel_ms = await cancel_latency(cwd, *TREE)
         with scaling.state_home(cwd / "state"):
             defaults = await _at_defaults(cwd, forks, quick)
     return Overhead(
-        HISTORY_MESSAGES, *build, forks, rate, ideal, rate / ideal, agents, cancel_ms, *defaults
+        HISTORY_MESSAGES,
+        *build,
+        forks,
+        stripped.forks_per_second,
+        stripped.ideal_requests_per_second,
+        stripped.ratio,
+        agents,
+        cancel_ms,
+        *defaults,
     )
 
 
 async def _at_defaults(cwd: Path, forks: int, quick: bool) -> tuple[float, ...]:
     """The figures with the registry and transcripts on, and those of long histories."""
-    rate, ideal = await throughput(cwd, forks, scaling.default_agent)
+    defaults = await throughput(cwd, forks, scaling.default_agent)
     build_ms, build_bytes = fork_build_only(cwd, 10 if quick else 50, LONG_HISTORY_MESSAGES)
     history = _history(HISTORY_MESSAGES)
     spawn_ms = await scaling.agent_tool_spawn(cwd, history, 10 if quick else 50)
-    few, many = ONE_REPLY_QUICK if quick else ONE_REPLY
-    small = await scaling.one_reply(cwd, few)
-    large = await scaling.one_reply(cwd, many)
-    scale = (large / many) / (small / few)
+    small, large, scale = await one_reply_scaling(cwd, *(ONE_REPLY_QUICK if quick else ONE_REPLY))
     inflight_kb = await scaling.inflight(cwd, history, 10 if quick else 50)
-    return (rate, rate / ideal, build_ms, build_bytes, spawn_ms, small, large, scale, inflight_kb)
+    return (
+        defaults.forks_per_second,
+        defaults.ratio,
+        build_ms,
+        build_bytes,
+        spawn_ms,
+        small,
+        large,
+        scale,
+        inflight_kb,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> Overhead:
