@@ -309,6 +309,19 @@ SharedHistories.TestCase.settings = settings(
 test_shared_histories = SharedHistories.TestCase
 
 
+def test_since_gives_the_appends_after_the_frozen_view_without_freezing_them() -> None:
+    history = History([1, 2, 3])
+    view = history.snapshot()
+    assert history.since(view) == ()
+    history.extend([4, 5])
+    history[-1] = 6  # still a tail
+    assert history.since(view) == (4, 6)
+    assert history.extends(view)  # nothing frozen
+    assert history.since(HistoryView([1, 2, 3])) is None  # equal, but not its frozen part
+    history[0] = 9
+    assert history.since(view) is None
+
+
 def test_a_history_extends_its_snapshot_until_something_before_its_appends_changes() -> None:
     history = History([1, 2, 3])
     view = history.snapshot()

@@ -227,6 +227,12 @@ class History(MutableSequence[T]):
         """
         return self._frozen is view
 
+    def since(self, view: HistoryView[T]) -> tuple[T, ...] | None:
+        """The items after ``view`` if this history ``extends`` it, else None: O(1) plus
+        those items, and the tail stays a tail (a transcript writer records a reply this way
+        without the snapshot that freezing it would cost, which nothing else may need)."""
+        return tuple(self._tail) if self._frozen is view else None
+
     def __len__(self) -> int:
         ends = self._frozen._ends  # the view's length, without a call: asked on every turn
         return (ends[-1] if ends else 0) + len(self._tail)

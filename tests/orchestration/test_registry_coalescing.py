@@ -7,6 +7,7 @@ these tests watch its statements through SQLite triggers, and call ``_rows`` dir
 
 from __future__ import annotations
 
+import asyncio
 import random
 import signal
 import sqlite3
@@ -186,6 +187,28 @@ def test_coalesced_rows_end_as_the_same_writes_made_one_by_one(
 
     assert comparable(registry) == comparable(one_by_one)
     assert len(registry.written) <= 4 * 6 < len(steps)  # at most one row per agent and batch
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_a_turns_changes_merged_on_the_loop_end_as_the_same_writes_made_one_by_one(
+    registry: SpyRegistry, tmp_path: Path, seed: int
+) -> None:
+    """On a loop, a change right after another of the same agent is merged into it before
+    the turn's rows are marshalled (a fork's usage and finish): the rows are still those of
+    the writes made one by one."""
+    rng = random.Random(seed)
+    steps = random_steps(rng, agents=3, count=80)  # three agents: many changes in a row
+    one_by_one = Registry(tmp_path / "one-by-one.db")
+    for step in steps:
+        step(one_by_one)
+    writer = RegistryWriter(registry)
+    for step in steps:
+        step(writer)
+        if rng.random() < 0.1:
+            await asyncio.sleep(0)  # the turn ends: its rows go to the helper
+    writer.close()
+
+    assert comparable(registry) == comparable(one_by_one)
 
 
 def test_a_status_is_never_taken_back_by_a_later_write_of_other_fields(

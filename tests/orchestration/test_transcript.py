@@ -343,6 +343,74 @@ def test_sync_records_appends_replacements_and_truncation(
     assert [type(e).__name__ for e in transcript.entries][-2:] == ["MessageEntry", "TruncateEntry"]
 
 
+_history_steps = st.lists(
+    st.tuples(
+        st.sampled_from(["append", "replace", "delete", "snapshot", "read", "sync"]),
+        st.integers(min_value=0, max_value=7),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(steps=_history_steps)
+def test_a_run_history_synced_from_its_tail_writes_what_a_list_would(
+    steps: list[tuple[str, int]],
+) -> None:
+    """``sync`` of a run's ``History`` reads what follows the recorded view from its tail,
+    without a snapshot; a list is compared message by message. Whatever the run does between
+    syncs (appends, replacing or deleting messages, snapshots for its requests, a fork reading
+    the writer's history), both write the same lines, and the writer's history is the run's."""
+    history: History[Message] = History(conversation()[:1])
+    with tempfile.TemporaryDirectory() as folder:
+        files = Path(folder, "tail.jsonl"), Path(folder, "list.jsonl")
+        with TranscriptWriter(files[0]) as from_tail, TranscriptWriter(files[1]) as from_list:
+            for writer in (from_tail, from_list):
+                writer.header(HEADER)
+            for made, (step, at) in enumerate(steps):
+                index = at % (len(history) or 1)
+                if step == "append":
+                    history.append(user(f"message {made}"))
+                elif step == "replace" and history:
+                    history[index] = assistant(f"replaced {made}")
+                elif step == "delete":
+                    del history[index:]
+                elif step == "snapshot":
+                    history.snapshot()  # the runtime's, for a request
+                elif step == "read":
+                    assert list(from_tail.history) == list(from_list.history)
+                else:
+                    assert from_tail.sync(history) == from_list.sync(list(history))
+                    assert list(from_tail.history) == list(history)
+            assert from_tail.sync(history) == from_list.sync(list(history))
+            assert from_tail.lines == from_list.lines
+        written = [
+            [
+                {k: v for k, v in json.loads(line).items() if k != "at"}
+                for line in f.read_bytes().splitlines()
+            ]
+            for f in files
+        ]
+        assert written[0] == written[1]
+        assert read_transcript(files[0]).messages == tuple(history)
+
+
+def test_a_reply_synced_from_the_tail_leaves_the_run_unfrozen(tmp_path: Path) -> None:
+    """Recording a reply freezes nothing (a finished fork would never use that snapshot);
+    the writer's history, which a fork's header reads, is still the run's."""
+    history: History[Message] = History(conversation()[:3])
+    view = history.snapshot()
+    with TranscriptWriter(tmp_path / "t.jsonl") as writer:
+        writer.header(HEADER)
+        writer.sync(history)
+        history.append(assistant("Looks fine."))
+        assert writer.sync(history) == 1
+        assert history.extends(view)  # still unfrozen: the tail was read, not snapshotted
+        history.append(user("Not recorded yet."))
+        assert list(writer.history) == list(history)[:-1]
+    assert read_transcript(tmp_path / "t.jsonl").messages == tuple(history)[:-1]
+
+
 def test_reopening_continues_without_repeating_messages(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     write(path, conversation())

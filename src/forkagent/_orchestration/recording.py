@@ -11,6 +11,7 @@ line. The lines are written by the transcripts' helper process
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from contextlib import suppress
@@ -28,6 +29,7 @@ from ..state.transcript import (
     TranscriptError,
     TranscriptHeader,
     TranscriptWriter,
+    at_turn_end,
     check_written,
     flush_transcripts,
     make_state_dir,
@@ -69,6 +71,11 @@ class Recorder:
     """The files in the tree's folder when its first agent started (a resumed tree's)."""
     _template: tuple[tuple[object, ...], HeaderTemplate] | None = field(init=False, default=None)
     """The last header written, by what it was made from: a fork's siblings share it."""
+    _held: tuple[str, TranscriptWriter] | None = field(init=False, default=None)
+    """The agent whose lines are held, and its writer (``_hold``)."""
+    _releasing: asyncio.AbstractEventLoop | None = field(init=False, default=None)
+    """The loop whose turn's end releases what is held (not another loop's, which may have
+    closed before its turn ended)."""
 
     def __post_init__(self) -> None:
         self._folder = str(tree_folder(self.root_id, base=self.state))
@@ -87,12 +94,15 @@ class Recorder:
             self._attach(run, event)
             return
         if (writer := self.writers.get(run.id)) is not None:
+            if self._held is None or self._held[1] is not writer:
+                self._hold(run.id, writer)
             try:
                 writer.on_event(event)
             except TranscriptError as exc:
                 self._stop_recording(run.id, exc)
-            else:
-                if kind is AgentFinished and run.parent_id is not None:
+            if kind is AgentFinished:
+                self._release()
+                if run.parent_id is not None and run.id in self.writers:
                     self._end(run.id)
         if self.registry_writes is not None and kind in _ROW_EVENTS:
             self._registry_update(self.registry_writes, run, event)
@@ -106,20 +116,56 @@ class Recorder:
     def _sync(self, run: AgentRun) -> None:
         """The run's history changed: record it, if its transcript is still written."""
         if (writer := self.writers.get(run.id)) is not None:
+            if self._held is None or self._held[1] is not writer:
+                self._hold(run.id, writer)
             try:
                 writer.sync(run.messages)
             except TranscriptError as exc:
                 self._stop_recording(run.id, exc)
+
+    def _hold(self, agent_id: str, writer: TranscriptWriter) -> None:
+        """Hold ``agent_id``'s lines until its agent finishes, another agent's line comes, or
+        the loop's turn ends (what it held then goes before the turn's lines leave): a fork's
+        usage, cache report, reply and status, one after another, are one append.
+
+        One writer at a time, so that the lines leave in the order they were given: a line
+        may refer to another transcript's (a fork's header, a shared message).
+        """
+        if self._held is not None:
+            self._release()
+        if (loop := _running_loop()) is None or not writer.hold():
+            return  # off a loop each line goes at once; in a ``together`` block, with it
+        self._held = (agent_id, writer)
+        if self._releasing is not loop:
+            self._releasing = loop
+            at_turn_end(loop, self._turn_ended)
+
+    def _release(self) -> None:
+        """Hand the held lines over, in one append; a loss stops that transcript there."""
+        if (held := self._held) is not None:
+            self._held = None
+            try:
+                held[1].release()
+            except TranscriptError as exc:
+                self._stop_recording(held[0], exc)
+
+    def _turn_ended(self) -> None:
+        self._releasing = None
+        self._release()
 
     def _stop_recording(self, agent_id: str, error: TranscriptError) -> None:
         """A transcript lost a line: it ends there (no hole), the agent runs on, close raises."""
         logger.error("the transcript of %s stops here: %s", agent_id, error)
         self.lost.append(error)
         writer = self.writers.pop(agent_id)
+        if self._held is not None and self._held[1] is writer:
+            self._held = None  # its held lines come after the loss
         with suppress(TranscriptError):  # already reported
             writer.close()
 
     def _attach(self, run: AgentRun, started: AgentStarted) -> None:
+        if self._held is not None:  # first: a fork's header refers to the lines its parent wrote
+            self._release()
         background = started.background
         keep = self.transcripts and run.keep_transcript
         path: str | None = None
@@ -243,6 +289,7 @@ class Recorder:
         Raises the first ``TranscriptError`` of a transcript that lost lines, once every
         writer is closed and the registry written: the agents ran on, their records did not.
         """
+        self._release()
         if self.registry_writes is not None:
             self.registry_writes.close(wait=False)
         for writer in self.writers.values():
@@ -260,6 +307,10 @@ class Recorder:
             self.registry_writes.close()
         if self.lost:
             raise self.lost[0]
+
+
+_running_loop = asyncio.events._get_running_loop
+"""The running loop or None, in C (``get_running_loop`` raises outside a loop)."""
 
 
 def header_for(

@@ -815,7 +815,13 @@ class RegistryWriter(AgentRows):
             if self._held is not None:
                 self._held.append((agent_id, row, changes))
                 return
-            self._sending.append((agent_id, row, changes))
+            sending = self._sending
+            if row is None and sending and sending[-1][0] == agent_id:
+                # The same agent's change just before it (a fork's usage and finish in one
+                # turn): one change to marshal, as the helper would coalesce them.
+                sending[-1][2].update(changes)
+            else:
+                sending.append((agent_id, row, changes))
             if (loop := _running_loop()) is None:  # in C, without raising outside a loop
                 self._push_locked()  # no turn to wait for the end of
                 return

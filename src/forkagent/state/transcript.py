@@ -15,6 +15,7 @@ is corruption, and reading fails loudly instead of resuming a wrong history.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -790,6 +791,8 @@ class TranscriptWriter:
         "_history",
         "_lines",
         "_lock",
+        "_source",
+        "_unfrozen",
     )
     """A tree of thousands of agents has a writer in flight for each: no ``__dict__``."""
 
@@ -813,6 +816,10 @@ class TranscriptWriter:
             self._folder = folder
         self._header: TranscriptHeader | FilledHeader | None = None
         self._history: HistoryView[Message] = _NO_HISTORY
+        self._unfrozen: tuple[Message, ...] = ()
+        """Messages recorded after ``_history`` from a run's tail, not frozen (``sync``)."""
+        self._source: History[Message] | None = None
+        """The run's history whose tail ``_unfrozen`` is."""
         self._lines = 0
         """Lines after the header: where a fork's ``HistoryReference`` points."""
         self._gathered: list[bytes] | None = None
@@ -923,12 +930,33 @@ class TranscriptWriter:
     @property
     def history(self) -> Sequence[Message]:
         """The history as recorded so far."""
+        return self._recorded()
+
+    def _recorded(self) -> HistoryView[Message]:
+        """The recorded history as one view, a tail recorded by ``sync`` folded in."""
+        if self._unfrozen:
+            self._history, self._unfrozen, self._source = self._fold(), (), None
         return self._history
+
+    def _fold(self) -> HistoryView[Message]:
+        """The recorded view and tail as one view: a prefix of the run's own snapshot when it
+        starts with them, so that the views of the run's forks share its chunks (compared in
+        O(log n), where a view of its own would be compared item by item), else a new view."""
+        recorded, tail = self._history, self._unfrozen
+        if self._source is not None:
+            view, length = self._source.snapshot(), len(recorded) + len(tail)
+            if (
+                recorded.common_length(view) == len(recorded)
+                and view[len(recorded) : length] == tail
+            ):
+                return view.prefix(length)
+        return recorded.extended(tail)
 
     def message(self, message: Message) -> None:
         """Record a message just appended to the history."""
-        self._write_line(self._message_line(len(self._history), message, self._next_line()))
-        self._history = self._history.extended((message,))
+        recorded = self._recorded()
+        self._write_line(self._message_line(len(recorded), message, self._next_line()))
+        self._history = recorded.extended((message,))
 
     def sync(self, messages: Sequence[Message]) -> int:
         """Record whatever changed since the last call; returns the lines written.
@@ -936,16 +964,28 @@ class TranscriptWriter:
         Call after every change to the history. Appends cost one line each;
         a replaced message (the loop merges notifications into the last user
         message) is recorded with its index. Unchanged messages are found by
-        identity, so each call is cheap; a run's ``History`` that only grew since
-        the last call is known to at once (``History.extends``).
+        identity, so each call is cheap; a run's ``History`` whose frozen part is
+        the one recorded is read from its tail, without a snapshot (``History.since``).
         """
         if isinstance(messages, History):  # a run's: ``freeze`` would first ask for a view
-            appended = messages.extends(self._history)  # asked before the snapshot moves on
+            if (tail := messages.since(self._history)) is not None:
+                return self._record_tail(messages, tail)
             view = messages.snapshot()
         else:
-            appended, view = False, freeze(messages)  # kept as the next call's reference
-        keep = len(self._history) if appended else shared_length(self._history, view)
-        return self._record(view, keep)
+            view = freeze(messages)  # kept as the next call's reference
+        return self._record(view, shared_length(self._recorded(), view))
+
+    def _record_tail(self, source: History[Message], tail: tuple[Message, ...]) -> int:
+        """Record ``source``, the recorded view followed by ``tail``: the lines of what ``tail``
+        changed in the tail recorded before (usually: appended to it)."""
+        base, recorded = len(self._history), self._unfrozen
+        keep = len(recorded) if tail[: len(recorded)] == recorded else shared_length(recorded, tail)
+        lines = self._message_lines(tail, keep, base)
+        if not lines and keep < len(recorded):  # the length only when nothing is new
+            lines.append(_json_line(TruncateEntry(length=base + keep)))
+        self._write_lines(lines)
+        self._unfrozen, self._source = tail, source
+        return len(lines)
 
     def _record(self, messages: HistoryView[Message], keep: int) -> int:
         """Record ``messages``, whose first ``keep`` are the recorded history's first."""
@@ -956,11 +996,12 @@ class TranscriptWriter:
         self._history = messages
         return len(lines)
 
-    def _message_lines(self, messages: HistoryView[Message], keep: int) -> list[bytes]:
-        """The lines of ``messages`` after the first ``keep``, numbered from the next line."""
-        first = self._next_line()
+    def _message_lines(self, messages: Sequence[Message], keep: int, base: int = 0) -> list[bytes]:
+        """The lines of ``messages`` after the first ``keep``, numbered from the next line;
+        ``messages`` start at index ``base`` of the history."""
+        first, start = self._next_line(), base + keep
         return [
-            self._message_line(keep + offset, m, first + offset)
+            self._message_line(start + offset, m, first + offset)
             for offset, m in enumerate(messages[keep:])
         ]
 
@@ -1136,15 +1177,16 @@ class TranscriptWriter:
         """The lines of the block go to the file in one write at its end (one open, one call)."""
         return _Together(self)
 
-    def _gather(self) -> bool:
-        """Hold the lines from now on, unless a block already does; whether this one does."""
+    def hold(self) -> bool:
+        """Hold the lines from now on for one append at ``release``, unless a ``together``
+        block or an earlier ``hold`` already does; whether this call does."""
         if self._gathered is not None:
             return False
         self._gathered, self._gathered_lines = [], 0
         return True
 
-    def _release(self) -> None:
-        """Write the lines held since ``_gather``, in one append."""
+    def release(self) -> None:
+        """Write the lines held since ``hold``, in one append (raises as a line would)."""
         gathered, lines = self._gathered, self._gathered_lines
         self._gathered, self._gathered_lines = None, 0
         if gathered:
@@ -1211,11 +1253,11 @@ class _Together:
         self._outermost = False
 
     def __enter__(self) -> None:
-        self._outermost = self._writer._gather()
+        self._outermost = self._writer.hold()
 
     def __exit__(self, *exc_info: object) -> None:
         if self._outermost:
-            self._writer._release()
+            self._writer.release()
 
 
 def _json_line(entry: _Line) -> bytes:
@@ -1279,6 +1321,12 @@ def check_written(file: str) -> None:
 _WRITTEN_HEADS: SharedHeads[ContentBlock, tuple[str, str, int]] = SharedHeads()
 """Where a long message was written whole (folder, agent, line), by its blocks but the last:
 a sibling's message that starts with the same blocks refers to that line."""
+
+
+def at_turn_end(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
+    """Call ``callback`` at the end of this turn of ``loop``, before the lines the turn
+    gave background writers go to the transcripts' helper: what it writes goes with them."""
+    BACKGROUND.at_turn_end(loop, callback)
 
 
 def flush_transcripts() -> None:
