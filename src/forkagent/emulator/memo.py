@@ -141,6 +141,49 @@ class _KnownHeads:
             self._heads.clear()
 
 
+class ByIdentity(Generic[T]):
+    """What was derived from a few objects that never change, found again by their identity.
+
+    For values whose derivation is a C-level pass over a long container (a subset test of
+    two sets of N tool ids, a type check of a list of N blocks) that the N children of one
+    reply would each repeat on the very same objects. The objects are kept (strongly, so
+    their ids stay theirs) with the value; the last ``limit`` are kept.
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self._limit = limit
+        self._values: OrderedDict[tuple[int, ...], tuple[tuple[object, ...], T]] = OrderedDict()
+        self._lock = threading.Lock()
+        _OTHER_CACHES.append(self.clear)
+
+    def get(self, objects: tuple[object, ...], derive: Callable[[], T]) -> T:
+        """The value kept for ``objects`` (the very same ones), else ``derive()``, kept."""
+        key = tuple(map(id, objects))
+        found = self._values.get(key)
+        if found is not None and all(map(is_, found[0], objects)):
+            return found[1]
+        value = derive()
+        with self._lock:
+            self._values[key] = (objects, value)
+            while len(self._values) > self._limit:
+                self._values.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
+
+def checked_once(items: list[Any], check: Callable[[list[Any]], bool]) -> bool:
+    """``check(items)``, kept for a long list of a ``frozen`` request: its lists never change,
+    so a list sent again (every child of one reply sends the reply's list of N calls) or read
+    again in the same request (its last message) is not checked again."""
+    scope = _SCOPE.get()
+    if scope is None or not scope.frozen or len(items) <= HEAD_MIN_ITEMS:
+        return check(items)
+    return _CHECKED.get((items, check), lambda: check(items))
+
+
 _MOST_DIFFERENT = 8
 """A head with more objects not shared than this is encoded whole (a body parsed afresh)."""
 
@@ -238,6 +281,8 @@ class Memo(Generic[T]):
 
 _MEMOS: weakref.WeakSet[Memo[Any]] = weakref.WeakSet()
 _OTHER_CACHES: list[Callable[[], None]] = [_KNOWN_HEADS.clear]
+_CHECKED: ByIdentity[bool] = ByIdentity()
+"""``checked_once``'s results, by list and check."""
 
 
 def remember_cache(clear: Callable[[], None]) -> None:
