@@ -88,8 +88,8 @@ async def test_a_family_breaking_the_turn_rules_is_told_apart_from_its_valid_sib
 
 
 async def test_a_new_list_with_an_item_that_is_no_block_is_rejected_after_known_ones() -> None:
-    """Without the schema (lenient), the type check of a message's blocks is all that
-    rejects it: a list known as checked is one object, not one that starts like it."""
+    """Without the schema (lenient), the type check of a message's blocks rejects it: a
+    list whose head or last item is no block, after lists that start alike were valid."""
     reply = _calls()
     placeholders = _results([c["id"] for c in reply])
     broken: list[Any] = [*placeholders[:-1], "not a block"]
@@ -102,6 +102,7 @@ async def test_a_new_list_with_an_item_that_is_no_block_is_rejected_after_known_
     frozen = await _outcomes(bodies, frozen=True, lenient=True)
     assert frozen == await _outcomes(bodies, frozen=False, lenient=True)
     assert [status for status, _ in frozen] == [200, 200, 400, 400]
+    assert all("a list of content blocks" in str(error) for _, error in frozen[2:])
 
 
 async def test_a_miss_after_a_stretch_known_from_another_emulator_is_placed_where_it_is() -> None:

@@ -174,14 +174,22 @@ class ByIdentity(Generic[T]):
             self._values.clear()
 
 
-def checked_once(items: list[Any], check: Callable[[list[Any]], bool]) -> bool:
-    """``check(items)``, kept for a long list of a ``frozen`` request: its lists never change,
-    so a list sent again (every child of one reply sends the reply's list of N calls) or read
-    again in the same request (its last message) is not checked again."""
-    scope = _SCOPE.get()
-    if scope is None or not scope.frozen or len(items) <= HEAD_MIN_ITEMS:
-        return check(items)
-    return _CHECKED.get((items, check), lambda: check(items))
+class HeadCheck:
+    """A check of a list that holds when it holds for the list's head and for its last item.
+
+    Inside a request, a long list's head is checked once for every list that starts with
+    the same content (``head_key``, which parsing the request makes anyway): the N children
+    of one reply check their N placeholder results once, not N times.
+    """
+
+    def __init__(self, check: Callable[[list[Any]], bool]) -> None:
+        self._check = check
+        self._heads: Memo[bool] = Memo()
+
+    def __call__(self, items: list[Any]) -> bool:
+        if _SCOPE.get() is None or len(items) <= HEAD_MIN_ITEMS:
+            return self._check(items)
+        return self._heads.head(items, self._check) and self._check(items[-1:])
 
 
 _MOST_DIFFERENT = 8
@@ -190,6 +198,8 @@ _MOST_DIFFERENT = 8
 
 def _same_content(kept: list[Any], items: list[Any]) -> bool:
     """``items`` starts with ``kept``'s content: the same objects, or equal encodings."""
+    if all(map(is_, kept, items)):  # siblings' heads: one pass, nothing to encode
+        return True
     same = list(map(is_, kept, items))
     at = -1
     for _ in range(_MOST_DIFFERENT + 1):
@@ -281,8 +291,6 @@ class Memo(Generic[T]):
 
 _MEMOS: weakref.WeakSet[Memo[Any]] = weakref.WeakSet()
 _OTHER_CACHES: list[Callable[[], None]] = [_KNOWN_HEADS.clear]
-_CHECKED: ByIdentity[bool] = ByIdentity()
-"""``checked_once``'s results, by list and check."""
 
 
 def remember_cache(clear: Callable[[], None]) -> None:

@@ -15,7 +15,7 @@ from ..usage import Usage
 from . import tokens
 from .cache import PREFIX_WRITE, TTL_SECONDS, CacheResult
 from .errors import invalid
-from .memo import checked_once
+from .memo import HeadCheck
 from .policies import AGENT_HEADER, CallingAgent, EmulatedRequest, Reply, ToolCall
 
 Json: TypeAlias = dict[str, Any]
@@ -232,13 +232,12 @@ def content_blocks(content: Any) -> list[Json] | None:
     """A message's ``content`` as a list of blocks (a string is one text block); None if neither."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
-    if isinstance(content, list) and checked_once(content, _all_objects):
+    if isinstance(content, list) and _all_objects(content):
         return content
     return None
 
 
-def _all_objects(items: list[Any]) -> bool:
-    return all(map(isinstance, items, repeat(dict)))
+_all_objects = HeadCheck(lambda items: all(map(isinstance, items, repeat(dict))))
 
 
 def joined_text(blocks: list[Json]) -> str:
