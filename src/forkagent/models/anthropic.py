@@ -184,10 +184,14 @@ def _content(
     out: list[JsonValue] = list(rendered.wires)
     for at, index in marks:
         if at == message and (place := rendered.place(index)) is not None:
-            wire = rendered.wires[place]
-            marked = _MARKED[str(control.get("ttl", "5m"))]
-            out[place] = marked.get(blocks[index], lambda _: {**wire, "cache_control": control})
+            out[place] = _marked(blocks[index], rendered.wires[place], control)
     return out
+
+
+def _marked(block: ContentBlock, unmarked: Body, control: Body) -> Body:
+    """The block's wire form with ``control``, made once per block object and TTL."""
+    by_ttl = _MARKED[str(control.get("ttl", "5m"))]
+    return by_ttl.get(block, lambda _: {**unmarked, "cache_control": control})
 
 
 @dataclass(frozen=True, slots=True)
