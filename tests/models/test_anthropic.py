@@ -470,17 +470,22 @@ def test_siblings_of_one_reply_share_each_placeholder_block() -> None:
 
 
 def test_a_shared_marked_block_carries_the_ttl_of_each_request() -> None:
-    """Marked copies are shared per TTL: a request asking for one hour never gets the
-    five-minute copy another request made of the same block, nor the reverse."""
-    messages = (user("one " * 50), assistant("two"), user("three"))
+    """The rules' marked copy is shared per TTL: a child asking for one hour never gets the
+    five-minute copy a sibling made of the same block, nor the reverse."""
+    calls = tuple(ToolUseBlock(id=f"toolu_{n}", name="Agent", input={"n": n}) for n in range(3))
+    base = fork_base((user("Split it."), AssistantMessage(content=calls)))
 
-    def mark(ttl: CacheTTL) -> object:
+    def rules_mark(ttl: CacheTTL) -> object:
+        forked = fork_from(base, f"part for {ttl}")
         request = ModelRequest(
-            model=MODEL, messages=messages, settings=ModelSettings(cache_ttl=ttl)
+            model=MODEL,
+            messages=forked.messages,
+            shared_prefix_end=forked.shared_prefix_end,
+            settings=ModelSettings(cache_ttl=ttl),
         )
-        return wire(render_request(request))["messages"][-1]["content"][-1]["cache_control"]
+        return wire(render_request(request))["messages"][-1]["content"][-2]["cache_control"]
 
-    assert [mark("5m"), mark("1h"), mark("5m")] == [
+    assert [rules_mark("5m"), rules_mark("1h"), rules_mark("5m")] == [
         {"type": "ephemeral"},
         {"type": "ephemeral", "ttl": "1h"},
         {"type": "ephemeral"},

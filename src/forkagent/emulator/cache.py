@@ -160,14 +160,14 @@ class _SeenIndex:
         child of a reply with N tool calls adds its own few keys, not the family's 2N."""
         with self._lock:
             self._namespaces.add(prefixes.namespace)
-            if prefixes.hashed is None:
-                self._keys.update(prefixes.keys)
-                return
-            self._keys.update(prefixes.hashed)
-            for chain in prefixes.chains:
+            keys, done = prefixes.keys, 0
+            for start, chain in prefixes.chains:
+                self._keys.update(keys[done:start])
                 if chain not in self._chains:
                     self._keys.update(chain.keys)
                     self._chains.add(chain)
+                done = start + len(chain.keys)
+            self._keys.update(keys[done:] if done else keys)
 
     def clear(self) -> None:
         with self._lock:
@@ -185,10 +185,8 @@ class _Prefixes:
     tokens: Sequence[int]
     """Prefix tokens up to and including each position."""
     labels: Sequence[str]
-    chains: Sequence[_Chain] = ()
-    """The known stretches whose keys ``keys`` took from the memo..."""
-    hashed: Sequence[bytes] | None = None
-    """...and the keys hashed for this prompt, the rest (None: ``keys`` are all hashed)."""
+    chains: Sequence[tuple[int, _Chain]] = ()
+    """Where ``keys`` holds the keys of a known stretch, taken from the memo."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,8 +381,7 @@ class BlockCache(_Engine):
         running, level, layer = ns, -1, None
         keys: list[bytes] = []
         tokens: list[int] = []
-        hashed: list[bytes] = []
-        chains: list[_Chain] = []
+        chains: list[tuple[int, _Chain]] = []
         total = 0
         blake2b = hashlib.blake2b
         known = {run.start: run for run in runs}
@@ -395,7 +392,7 @@ class BlockCache(_Engine):
             if run is not None and block.layer == layer:
                 # A known stretch inside a layer: its keys from the memo, O(1) Python work.
                 chain = _chain(running, blocks, run)
-                chains.append(chain)
+                chains.append((len(keys), chain))
                 keys += chain.keys
                 tokens += chain.tokens_after(total)
                 running, total, position = chain.keys[-1], total + chain.tokens[-1], run.stop
@@ -411,11 +408,9 @@ class BlockCache(_Engine):
                 running = blake2b(running + block.content, digest_size=16).digest()
             total += block.tokens
             keys.append(running)
-            hashed.append(running)
             tokens.append(total)
             position += 1
-        labels = _Labels(blocks)
-        return _Prefixes(ns, keys, tokens, labels, chains, hashed if chains else None)
+        return _Prefixes(ns, keys, tokens, _Labels(blocks), chains)
 
 
 def chained(start: bytes, blocks: Sequence[Block], first: int, runs: Sequence[Run]) -> bytes:

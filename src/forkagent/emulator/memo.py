@@ -187,7 +187,7 @@ class HeadCheck:
         self._heads: Memo[bool] = Memo()
 
     def __call__(self, items: list[Any]) -> bool:
-        if _SCOPE.get() is None or len(items) <= HEAD_MIN_ITEMS:
+        if len(items) <= HEAD_MIN_ITEMS or _SCOPE.get() is None:
             return self._check(items)
         return self._heads.head(items, self._check) and self._check(items[-1:])
 

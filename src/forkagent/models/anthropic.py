@@ -184,7 +184,15 @@ def _content(
     out: list[JsonValue] = list(rendered.wires)
     for at, index in marks:
         if at == message and (place := rendered.place(index)) is not None:
-            out[place] = _marked(blocks[index], rendered.wires[place], control)
+            wire = rendered.wires[place]
+            # A message's last block comes once (a new turn, a child's directive); a marked
+            # block before it (a fork family's rules) is shared by the siblings.
+            last = index == len(blocks) - 1
+            out[place] = (
+                {**wire, "cache_control": control}
+                if last
+                else _marked(blocks[index], wire, control)
+            )
     return out
 
 
