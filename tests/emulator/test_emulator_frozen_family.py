@@ -3,7 +3,7 @@
 The N children of a reply with N tool calls each send that reply's list of calls (the
 same object, frozen) and a new last message starting with the family's N placeholder
 results. What the emulator derives from those long lists once (their type check, the
-turn rules' id sets, the cache keys it notes as seen) is reused by identity; these tests
+turn rules' id sets, the cache keys it notes as seen) is reused; these tests
 hold the outcome of every request equal to the same requests read by content, in a
 process whose memos start empty, so a reuse that went stale would show.
 """
