@@ -41,7 +41,7 @@ from forkagent.models.anthropic import (
     parse_response,
     render_request,
 )
-from forkagent.requests import BlockPosition, ModelRequest, ModelSettings
+from forkagent.requests import BlockPosition, CacheTTL, ModelRequest, ModelSettings
 from forkagent.testing import wire
 
 from ._helpers import (
@@ -455,9 +455,10 @@ def test_siblings_of_one_reply_share_each_placeholder_block() -> None:
 
     assert all(x is y for x, y in zip(a[:3], b[:3], strict=True))  # the placeholders
     assert [x["type"] for x in a[:3]] == ["tool_result"] * 3
-    # the rules block carries the marker in each child's own copy, never in the shared one
-    assert a[3] is not b[3]
-    assert a[3]["cache_control"] == b[3]["cache_control"] == {"type": "ephemeral"}
+    # the rules block's marked copy is shared by the siblings too (their heads are the same
+    # objects), and the marker never reaches the unmarked rendering
+    assert a[3] is b[3]
+    assert a[3]["cache_control"] == {"type": "ephemeral"}
     plain = ModelRequest(
         model=MODEL,
         messages=(*base.messages, UserMessage(content=(*base.head, TextBlock(text="t")))),
@@ -466,6 +467,29 @@ def test_siblings_of_one_reply_share_each_placeholder_block() -> None:
     assert rules["text"] == FORK_RULES
     assert "cache_control" not in rules
     assert render_request(children[0]) == wire(render_request(children[0]))
+
+
+def test_a_shared_marked_block_carries_the_ttl_of_each_request() -> None:
+    """The rules' marked copy is shared per TTL: a child asking for one hour never gets the
+    five-minute copy a sibling made of the same block, nor the reverse."""
+    calls = tuple(ToolUseBlock(id=f"toolu_{n}", name="Agent", input={"n": n}) for n in range(3))
+    base = fork_base((user("Split it."), AssistantMessage(content=calls)))
+
+    def rules_mark(ttl: CacheTTL) -> object:
+        forked = fork_from(base, f"part for {ttl}")
+        request = ModelRequest(
+            model=MODEL,
+            messages=forked.messages,
+            shared_prefix_end=forked.shared_prefix_end,
+            settings=ModelSettings(cache_ttl=ttl),
+        )
+        return wire(render_request(request))["messages"][-1]["content"][-2]["cache_control"]
+
+    assert [rules_mark("5m"), rules_mark("1h"), rules_mark("5m")] == [
+        {"type": "ephemeral"},
+        {"type": "ephemeral", "ttl": "1h"},
+        {"type": "ephemeral"},
+    ]
 
 
 def test_a_long_message_renders_alike_from_its_shared_head() -> None:

@@ -97,9 +97,10 @@ class AnthropicApi:
         return AnthropicTurn(self, call)
 
     def count_tokens(self, call: Call) -> Json:
-        if not self.catalog.lenient:
-            anthropic_rules.check_count(call.body, self.catalog)
-        prompt = _Prompt.parse(call.body, counting=True)
+        with one_request():  # each long list's head is keyed once, as in a generation request
+            if not self.catalog.lenient:
+                anthropic_rules.check_count(call.body, self.catalog)
+            prompt = _Prompt.parse(call.body, counting=True)
         return {"input_tokens": sum(b.tokens for b in prompt.blocks) + ANTHROPIC_FRAMING_TOKENS}
 
     def clear(self) -> None:

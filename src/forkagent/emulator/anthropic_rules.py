@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .catalog import Catalog
 from .errors import ApiError, invalid
-from .memo import HEAD_MIN_ITEMS, Memo
+from .memo import HEAD_MIN_ITEMS, ByIdentity, Memo, content_key, head_key
 from .policies import Contract
 from .schema import (
     ANY,
@@ -401,7 +401,18 @@ N tool calls send the same calls and placeholder results, read once for the fami
 def _shape(blocks: list[Json]) -> _Shape:
     if len(blocks) <= HEAD_MIN_ITEMS:
         return _shape_of(blocks)
-    return _SHAPES.head(blocks, _shape_of).then(_shape_of(blocks[-1:]))
+    key = (head_key(blocks), content_key(blocks[-1]))
+    whole = _WHOLE_SHAPES.find(key)
+    if whole is None:
+        whole = _SHAPES.head(blocks, _shape_of).then(_shape_of(blocks[-1:]))
+        _WHOLE_SHAPES.keep(key, len(key[0]) + len(key[1]), whole)
+    return whole
+
+
+_WHOLE_SHAPES: Memo[_Shape] = Memo(second_sight=True)
+"""A long message's whole shape, by its head's and its last block's content: a message sent
+again whole (the reply each child of one reply repeats) gets the same sets, not a new union
+of N ids per child."""
 
 
 def _shape_of(blocks: list[Json]) -> _Shape:
@@ -433,11 +444,22 @@ def _well_formed(messages: list[Json], shapes: list[_Shape]) -> bool:
             uses = (
                 shapes[i - 1].uses if i and messages[i - 1]["role"] == "assistant" else frozenset()
             )
-            if shape.result_after_other or not shape.results <= uses:
+            if shape.result_after_other or not _within(shape.results, uses):
                 return False
-        elif i < last and not shape.uses <= shapes[i + 1].results:
+        elif i < last and not _within(shape.uses, shapes[i + 1].results):
             return False
     return True
+
+
+def _within(part: frozenset[str], whole: frozenset[str]) -> bool:
+    """``part <= whole``; for long sets once per pair: the N children of one reply test the
+    same sets of its N call ids (their shapes come from ``_SHAPES`` and ``_WHOLE_SHAPES``)."""
+    if len(part) <= HEAD_MIN_ITEMS:
+        return part <= whole
+    return _SUBSETS.get((part, whole), lambda: part <= whole)
+
+
+_SUBSETS: ByIdentity[bool] = ByIdentity()
 
 
 def _raise_malformed(messages: list[Json]) -> None:

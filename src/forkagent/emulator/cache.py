@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from array import array
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -130,6 +131,8 @@ class _SeenIndex:
     def __init__(self) -> None:
         self._keys: set[bytes] = set()
         self._namespaces: set[bytes] = set()
+        self._chains: weakref.WeakSet[_Chain] = weakref.WeakSet()
+        """Known stretches whose keys are all in ``_keys`` already."""
         self._lock = threading.Lock()
 
     def first_unseen(self, keys: Sequence[bytes], upto: int) -> int | None:
@@ -152,15 +155,25 @@ class _SeenIndex:
         with self._lock:
             return namespace not in self._namespaces
 
-    def add(self, namespace: bytes, keys: Sequence[bytes]) -> None:
+    def add(self, prefixes: _Prefixes) -> None:
+        """Note every key of ``prefixes``; a known stretch's keys only the first time, so a
+        child of a reply with N tool calls adds its own few keys, not the family's 2N."""
         with self._lock:
-            self._namespaces.add(namespace)
-            self._keys.update(keys)
+            self._namespaces.add(prefixes.namespace)
+            keys, done = prefixes.keys, 0
+            for start, chain in prefixes.chains:
+                self._keys.update(keys[done:start])
+                if chain not in self._chains:
+                    self._keys.update(chain.keys)
+                    self._chains.add(chain)
+                done = start + len(chain.keys)
+            self._keys.update(keys[done:] if done else keys)
 
     def clear(self) -> None:
         with self._lock:
             self._keys.clear()
             self._namespaces.clear()
+            self._chains.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +185,8 @@ class _Prefixes:
     tokens: Sequence[int]
     """Prefix tokens up to and including each position."""
     labels: Sequence[str]
+    chains: Sequence[tuple[int, _Chain]] = ()
+    """Where ``keys`` holds the keys of a known stretch, taken from the memo."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +346,7 @@ class BlockCache(_Engine):
             )
         for key, ttl in writes:
             self.store.write(key, now, ttl, writer)
-        self.seen.add(prefixes.namespace, prefixes.keys)
+        self.seen.add(prefixes)
         return CacheResult(
             total_tokens=total,
             read_tokens=covered,
@@ -366,6 +381,7 @@ class BlockCache(_Engine):
         running, level, layer = ns, -1, None
         keys: list[bytes] = []
         tokens: list[int] = []
+        chains: list[tuple[int, _Chain]] = []
         total = 0
         blake2b = hashlib.blake2b
         known = {run.start: run for run in runs}
@@ -376,6 +392,7 @@ class BlockCache(_Engine):
             if run is not None and block.layer == layer:
                 # A known stretch inside a layer: its keys from the memo, O(1) Python work.
                 chain = _chain(running, blocks, run)
+                chains.append((len(keys), chain))
                 keys += chain.keys
                 tokens += chain.tokens_after(total)
                 running, total, position = chain.keys[-1], total + chain.tokens[-1], run.stop
@@ -393,7 +410,7 @@ class BlockCache(_Engine):
             keys.append(running)
             tokens.append(total)
             position += 1
-        return _Prefixes(namespace=ns, keys=keys, tokens=tokens, labels=_Labels(blocks))
+        return _Prefixes(ns, keys, tokens, _Labels(blocks), chains)
 
 
 def chained(start: bytes, blocks: Sequence[Block], first: int, runs: Sequence[Run]) -> bytes:
@@ -411,7 +428,7 @@ def chained(start: bytes, blocks: Sequence[Block], first: int, runs: Sequence[Ru
     return running
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class _Chain:
     keys: tuple[bytes, ...]
     """The running key after each block of the stretch."""
@@ -533,7 +550,7 @@ class PrefixCache(_Engine):
             self.store.write(prefixes.keys[p], now, rules.ttl, writer)
         read_tokens = prefixes.tokens[read] if read >= 0 else 0
         written = prefixes.tokens[last] - read_tokens
-        self.seen.add(prefixes.namespace, prefixes.keys)
+        self.seen.add(prefixes)
         outcome = BreakpointOutcome(
             position=total,
             label="prefix",

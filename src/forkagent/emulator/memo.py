@@ -141,12 +141,65 @@ class _KnownHeads:
             self._heads.clear()
 
 
+class ByIdentity(Generic[T]):
+    """What was derived from a few objects that never change, found again by their identity.
+
+    For values whose derivation is a C-level pass over a long container (a subset test of
+    two sets of N tool ids, a type check of a list of N blocks) that the N children of one
+    reply would each repeat on the very same objects. The objects are kept (strongly, so
+    their ids stay theirs) with the value; the last ``limit`` are kept.
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self._limit = limit
+        self._values: OrderedDict[tuple[int, ...], tuple[tuple[object, ...], T]] = OrderedDict()
+        self._lock = threading.Lock()
+        _OTHER_CACHES.append(self.clear)
+
+    def get(self, objects: tuple[object, ...], derive: Callable[[], T]) -> T:
+        """The value kept for ``objects`` (the very same ones), else ``derive()``, kept."""
+        key = tuple(map(id, objects))
+        found = self._values.get(key)
+        if found is not None and all(map(is_, found[0], objects)):
+            return found[1]
+        value = derive()
+        with self._lock:
+            self._values[key] = (objects, value)
+            while len(self._values) > self._limit:
+                self._values.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
+
+class HeadCheck:
+    """A check of a list that holds when it holds for the list's head and for its last item.
+
+    Inside a request, a long list's head is checked once for every list that starts with
+    the same content (``head_key``, which parsing the request makes anyway): the N children
+    of one reply check their N placeholder results once, not N times.
+    """
+
+    def __init__(self, check: Callable[[list[Any]], bool]) -> None:
+        self._check = check
+        self._heads: Memo[bool] = Memo()
+
+    def __call__(self, items: list[Any]) -> bool:
+        if len(items) <= HEAD_MIN_ITEMS or _SCOPE.get() is None:
+            return self._check(items)
+        return self._heads.head(items, self._check) and self._check(items[-1:])
+
+
 _MOST_DIFFERENT = 8
 """A head with more objects not shared than this is encoded whole (a body parsed afresh)."""
 
 
 def _same_content(kept: list[Any], items: list[Any]) -> bool:
     """``items`` starts with ``kept``'s content: the same objects, or equal encodings."""
+    if all(map(is_, kept, items)):  # siblings' heads: one pass, nothing to encode
+        return True
     same = list(map(is_, kept, items))
     at = -1
     for _ in range(_MOST_DIFFERENT + 1):

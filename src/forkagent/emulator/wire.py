@@ -15,6 +15,7 @@ from ..usage import Usage
 from . import tokens
 from .cache import PREFIX_WRITE, TTL_SECONDS, CacheResult
 from .errors import invalid
+from .memo import HEAD_MIN_ITEMS, HeadCheck
 from .policies import AGENT_HEADER, CallingAgent, EmulatedRequest, Reply, ToolCall
 
 Json: TypeAlias = dict[str, Any]
@@ -231,9 +232,18 @@ def content_blocks(content: Any) -> list[Json] | None:
     """A message's ``content`` as a list of blocks (a string is one text block); None if neither."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
-    if isinstance(content, list) and all(map(isinstance, content, repeat(dict))):
+    if isinstance(content, list) and (
+        _all_objects(content) if len(content) <= HEAD_MIN_ITEMS else _long_all_objects(content)
+    ):
         return content
     return None
+
+
+def _all_objects(items: list[Any]) -> bool:
+    return all(map(isinstance, items, repeat(dict)))
+
+
+_long_all_objects = HeadCheck(_all_objects)
 
 
 def joined_text(blocks: list[Json]) -> str:

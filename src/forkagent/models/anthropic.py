@@ -137,6 +137,13 @@ _RENDERED: SharedRenderings[Message, Body] = SharedRenderings()
 """Messages without a cache marker, rendered once for every request that sends them."""
 _BLOCKS: SharedRenderings[ContentBlock, Body | None] = SharedRenderings()
 """Blocks, rendered once: a marked message (a child's last) copies only its marked blocks."""
+_MARKED: dict[str, SharedRenderings[ContentBlock, Body]] = {
+    "5m": SharedRenderings(),
+    "1h": SharedRenderings(),
+}
+"""Marked blocks by TTL, rendered once too: the N children of one reply mark the family's
+rules, so their last messages start with the very same objects (the emulator then knows
+the head by identity, and nothing is copied per child)."""
 
 
 def _unmarked(message: Message) -> Body:
@@ -177,8 +184,22 @@ def _content(
     out: list[JsonValue] = list(rendered.wires)
     for at, index in marks:
         if at == message and (place := rendered.place(index)) is not None:
-            out[place] = {**rendered.wires[place], "cache_control": control}
+            wire = rendered.wires[place]
+            # A message's last block comes once (a new turn, a child's directive); a marked
+            # block before it (a fork family's rules) is shared by the siblings.
+            last = index == len(blocks) - 1
+            out[place] = (
+                {**wire, "cache_control": control}
+                if last
+                else _marked(blocks[index], wire, control)
+            )
     return out
+
+
+def _marked(block: ContentBlock, unmarked: Body, control: Body) -> Body:
+    """The block's wire form with ``control``, made once per block object and TTL."""
+    by_ttl = _MARKED[str(control.get("ttl", "5m"))]
+    return by_ttl.get(block, lambda _: {**unmarked, "cache_control": control})
 
 
 @dataclass(frozen=True, slots=True)
