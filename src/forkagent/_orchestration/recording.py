@@ -94,8 +94,7 @@ class Recorder:
             self._attach(run, event)
             return
         if (writer := self.writers.get(run.id)) is not None:
-            if self._held is None or self._held[1] is not writer:
-                self._hold(run.id, writer)
+            self._hold(run.id, writer)
             try:
                 writer.on_event(event)
             except TranscriptError as exc:
@@ -116,8 +115,7 @@ class Recorder:
     def _sync(self, run: AgentRun) -> None:
         """The run's history changed: record it, if its transcript is still written."""
         if (writer := self.writers.get(run.id)) is not None:
-            if self._held is None or self._held[1] is not writer:
-                self._hold(run.id, writer)
+            self._hold(run.id, writer)
             try:
                 writer.sync(run.messages)
             except TranscriptError as exc:
@@ -129,9 +127,12 @@ class Recorder:
         usage, cache report, reply and status, one after another, are one append.
 
         One writer at a time, so that the lines leave in the order they were given: a line
-        may refer to another transcript's (a fork's header, a shared message).
+        may refer to another transcript's (a fork's header, a shared message). Its own
+        writer's lines already held stay held.
         """
-        if self._held is not None:
+        if (held := self._held) is not None:
+            if held[1] is writer:
+                return
             self._release()
         if (loop := _running_loop()) is None or not writer.hold():
             return  # off a loop each line goes at once; in a ``together`` block, with it
