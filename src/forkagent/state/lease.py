@@ -39,8 +39,13 @@ class Lease:
                 f"would write one transcript. Stop it first (forkagent stop {agent_id}) "
                 "or wait until it ends, then resume it"
             ) from None
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+        pid_line = f"{os.getpid()}\n".encode()
+        # Written over the old pid, then cut to its length. Truncating to 0 first freed the
+        # file's block (a discard, about 150 us on an ext4 mounted with it), and made ext4
+        # write the file back when ``release`` closes it (``auto_da_alloc``): 20 to 90 us of
+        # each session's close.
+        os.pwrite(self._fd, pid_line, 0)
+        os.ftruncate(self._fd, len(pid_line))
 
     def release(self) -> None:
         """Let another process run the agent (the file stays: removing it would race)."""
