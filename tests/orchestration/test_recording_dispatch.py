@@ -3,12 +3,18 @@ pass): each path writes what the general one did."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import get_args
+
+import pytest
 
 from forkagent._orchestration.recording import _RECORD
+from forkagent.events import TranscriptStatus
 from forkagent.pricing import cost
+from forkagent.state import transcript
 from forkagent.state.registry import Registry
-from forkagent.state.transcript import TranscriptWriter
+from forkagent.state.transcript import StatusEntry, TranscriptWriter
 from forkagent.testing import reply, tool_call
 
 from ._support import make_agent, tree_model
@@ -41,3 +47,16 @@ async def test_each_rows_cost_is_its_agents_total_usage_priced_at_its_model(
         assert priced is not None
         assert priced > 0
         assert rows[agent_id].cost == priced
+
+
+@pytest.mark.parametrize("status", get_args(TranscriptStatus))
+def test_a_status_line_from_its_template_is_the_one_its_fields_serialize_to(
+    status: TranscriptStatus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the time of a status without output, error or details is serialized per line."""
+    for at in (datetime(2026, 1, 2, 3, 4, 5, 678901, UTC), datetime(2026, 1, 2, tzinfo=UTC)):
+        monkeypatch.setattr(transcript, "_now", lambda at=at: at)
+        fields = transcript._status_fields(status)
+        assert transcript._status_line(status) == transcript._JSON_ANY.to_json(fields) + b"\n"
+        entry = StatusEntry.model_validate_json(transcript._status_line(status))
+        assert (entry.status, entry.at, entry.output, entry.error) == (status, at, None, None)

@@ -243,13 +243,16 @@ class Recorder:
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
         messages = run.messages.snapshot()  # a ``History``: ``freeze`` would ask for a view first
-        shared = shared_length(parent.history, messages) if parent is not None else 0
+        recorded = parent.history if parent is not None else ()
+        shared = shared_length(recorded, messages) if parent is not None else 0
         reference = None
         if parent is not None and above is not None and shared:
             same = above.system == run.system and above.tools == run.tool_specs
             reference = (above.agent_id, shared, parent.lines, same)
         template = self._template_for(run, background, reference)
-        inherited = messages.prefix(shared)
+        # The parent's recorded history when the fork shares all of it (its siblings, each a
+        # new view of the same items, need no view made per fork).
+        inherited = recorded if shared == len(recorded) else messages.prefix(shared)
         writer.header_from(template, run.id, run.label, inherited, messages, status="running")
 
     def _template_for(
