@@ -94,8 +94,8 @@ class Recorder:
             record(self, run, event)
 
     def _line(self, run: AgentRun, event: Event) -> TranscriptWriter | None:
-        """The event's line in ``run``'s transcript, held with its others; the writer, if
-        the transcript is still written."""
+        """The event's line in ``run``'s transcript, held with its others; the writer it was
+        given to (None: the transcript is not written)."""
         if (writer := self.writers.get(run.id)) is not None:
             self._hold(run.id, writer)
             try:
