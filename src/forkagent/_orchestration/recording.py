@@ -14,11 +14,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from ..events import AgentFinished, AgentMovedToBackground, AgentStarted, Event, ResponseReceived
+from ..events import (
+    AgentFinished,
+    AgentMovedToBackground,
+    AgentStarted,
+    CacheReported,
+    Compacted,
+    Event,
+    ResponseReceived,
+)
 from ..messages import JsonValue
 from ..permissions.record import policy_record
 from ..pricing import cost
@@ -41,11 +51,6 @@ from ..state.transcript import (
 from .loop import AgentRun
 
 logger = logging.getLogger(__name__)
-
-_RECORDED = frozenset(TranscriptWriter.RECORDED_EVENTS)
-"""The event types the recorder writes."""
-_ROW_EVENTS = frozenset((ResponseReceived, AgentMovedToBackground, AgentFinished))
-"""Those that change a registry row after its register (``_registry_update``)."""
 
 
 @dataclass(eq=False)
@@ -83,28 +88,43 @@ class Recorder:
             self.registry_writes = RegistryWriter(self.registry)
 
     def __call__(self, event: Event) -> None:
-        if (kind := type(event)) not in _RECORDED:
+        if (record := _RECORD.get(type(event))) is None:
             return  # one look-up: a fork's requests and stream events are most of them
-        run = self.runs.get(event.agent_id)
-        if run is None:
-            return
-        # Exact types (``_RECORDED`` holds no subclass); ``type(event)`` here, not ``kind``,
-        # as the type checker narrows ``event`` by it.
-        if type(event) is AgentStarted:
-            self._attach(run, event)
-            return
+        if (run := self.runs.get(event.agent_id)) is not None:
+            record(self, run, event)
+
+    def _line(self, run: AgentRun, event: Event) -> TranscriptWriter | None:
+        """The event's line in ``run``'s transcript, held with its others; the writer it was
+        given to (None: the transcript is not written)."""
         if (writer := self.writers.get(run.id)) is not None:
             self._hold(run.id, writer)
             try:
                 writer.on_event(event)
             except TranscriptError as exc:
                 self._stop_recording(run.id, exc)
-            if kind is AgentFinished:
-                self._release()
-                if run.parent_id is not None and run.id in self.writers:
-                    self._end(run.id)
-        if self.registry_writes is not None and kind in _ROW_EVENTS:
-            self._registry_update(self.registry_writes, run, event)
+        return writer
+
+    def _response(self, run: AgentRun, event: ResponseReceived) -> None:
+        self._line(run, event)
+        if (writes := self.registry_writes) is not None:
+            usage = run.usage
+            # The run's first response's usage is its total (``_charge`` shares it), which the
+            # event's cost prices at the run's model, the name its request was sent with.
+            total = event.cost if usage is event.response.usage else cost(run.model.name, usage)
+            writes.record_usage(run.id, usage, turns=run.turns, cost=total)
+
+    def _background(self, run: AgentRun, event: AgentMovedToBackground) -> None:
+        self._line(run, event)
+        if (writes := self.registry_writes) is not None:
+            writes.update(run.id, background=True)
+
+    def _finished(self, run: AgentRun, event: AgentFinished) -> None:
+        if self._line(run, event) is not None:
+            self._release()
+            if run.parent_id is not None and run.id in self.writers:
+                self._end(run.id)
+        if (writes := self.registry_writes) is not None:
+            writes.finish(run.id, event.status, output=event.output, error=event.error)
 
     def _end(self, agent_id: str) -> None:
         """A child ended: its writer goes (a tree of thousands of finished agents would keep
@@ -223,13 +243,16 @@ class Recorder:
         parent = self.writers.get(run.parent_id or "") if run.is_fork else None
         above = parent.written_header if parent is not None else None
         messages = run.messages.snapshot()  # a ``History``: ``freeze`` would ask for a view first
-        shared = shared_length(parent.history, messages) if parent is not None else 0
+        recorded = parent.history if parent is not None else ()
+        shared = shared_length(recorded, messages) if parent is not None else 0
         reference = None
         if parent is not None and above is not None and shared:
             same = above.system == run.system and above.tools == run.tool_specs
             reference = (above.agent_id, shared, parent.lines, same)
         template = self._template_for(run, background, reference)
-        inherited = messages.prefix(shared)
+        # The parent's recorded history when the fork shares all of it (its siblings, each a
+        # new view of the same items, need no view made per fork).
+        inherited = recorded if shared == len(recorded) else messages.prefix(shared)
         writer.header_from(template, run.id, run.label, inherited, messages, status="running")
 
     def _template_for(
@@ -269,16 +292,6 @@ class Recorder:
             self._template = (key, HeaderTemplate(header))
         return self._template[1]
 
-    @staticmethod
-    def _registry_update(writes: RegistryWriter, run: AgentRun, event: Event) -> None:
-        if type(event) is ResponseReceived:  # exact types, as ``_ROW_EVENTS`` holds them
-            cost_so_far = cost(run.model.name, run.usage)
-            writes.record_usage(run.id, run.usage, turns=run.turns, cost=cost_so_far)
-        elif type(event) is AgentMovedToBackground:
-            writes.update(run.id, background=True)
-        elif type(event) is AgentFinished:
-            writes.finish(run.id, event.status, output=event.output, error=event.error)
-
     @property
     def has_records(self) -> bool:
         """Whether ``close`` has anything to wait for or to raise."""
@@ -309,6 +322,18 @@ class Recorder:
         if self.lost:
             raise self.lost[0]
 
+
+_RECORD: dict[type[Event], Callable[[Recorder, AgentRun, Any], object]] = {
+    AgentStarted: Recorder._attach,
+    ResponseReceived: Recorder._response,
+    CacheReported: Recorder._line,
+    AgentMovedToBackground: Recorder._background,
+    AgentFinished: Recorder._finished,
+    Compacted: Recorder._line,
+}
+"""What the recorder does with each event type it records (``TranscriptWriter.RECORDED_EVENTS``),
+by exact type: one look-up, then straight to its lines and rows. ``Any``: each takes the type
+it is kept under."""
 
 _running_loop = asyncio.events._get_running_loop
 """The running loop or None, in C (``get_running_loop`` raises outside a loop)."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal, TypeAlias, cast
+from typing import Annotated, Literal, TypeAlias, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import SchemaSerializer, core_schema
@@ -906,7 +906,7 @@ class TranscriptWriter:
         if history is not None:
             lines += self._message_lines(history, len(self._history))
         if status is not None:
-            lines.append(_JSON_ANY.to_json(_status_fields(status)) + b"\n")
+            lines.append(_status_line(status))
         try:
             self._put(b"".join(lines), len(lines) - 1)
         except TranscriptError:
@@ -1124,9 +1124,11 @@ class TranscriptWriter:
             fields = _status_fields(event.status, event.output, event.error, event.details)
             serializer = _JSON_ANY
         elif isinstance(event, AgentStarted):
-            fields, serializer = _status_fields("running"), _JSON_ANY
+            self._put(_status_line("running"), 1)
+            return
         elif isinstance(event, AgentMovedToBackground):
-            fields, serializer = _status_fields("background"), _JSON_ANY
+            self._put(_status_line("background"), 1)
+            return
         elif isinstance(event, Compacted):
             self._write(
                 CompactionEntry(
@@ -1304,6 +1306,20 @@ def _status_fields(
         "error": error,
         "details": details or {},
     }
+
+
+def _status_line(status: TranscriptStatus) -> bytes:
+    """``_status_fields(status)``'s line, of which only the time is serialized: the rest of
+    a line without output, error or details is the same for every agent (one per fork)."""
+    return _STATUS_HEAD + _JSON_ANY.to_json(_now()) + _STATUS_TAILS[status]
+
+
+_STATUS_HEAD = b'{"type":"status","at":'
+_STATUS_TAILS = {
+    status: b',"status":%s,"output":null,"error":null,"details":{}}\n' % _JSON_ANY.to_json(status)
+    for status in get_args(TranscriptStatus)
+}
+"""What follows the time in ``_status_line``, by status, as ``_JSON_ANY`` writes it."""
 
 
 def check_written(file: str) -> None:
