@@ -6,6 +6,7 @@ works out which of its tree's budgets can stop it, and its deadline, when it is 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import fields, replace
@@ -271,3 +272,14 @@ async def test_forks_set_their_models_profile_for_the_monitor_as_each_fork_did(
 def test_a_completed_runs_shared_outcome_is_the_one_it_would_make() -> None:
     for reason in get_args(StopReason):
         assert _COMPLETED[reason] == LoopOutcome("completed", reason)
+
+
+async def test_a_childs_asyncio_task_is_named_after_it(tmp_path: Path) -> None:
+    """``AgentTask.begin`` makes the task through the loop, naming it as it is made: the name
+    ``asyncio.create_task(..., name=...)`` gave (held forks begin at the release)."""
+    agent = make_agent(EmulatorModel(CLAUDE, Emulator(latency=NO_LATENCY)), tmp_path)
+    async with agent.session() as session:
+        await session.send("go")
+        tasks = await session.fork(["a", "b", "c"], background=True)
+        await asyncio.gather(*(task.wait() for task in tasks))
+    assert [t._task.get_name() if t._task else None for t in tasks] == [t.id for t in tasks]

@@ -912,5 +912,6 @@ def _child_policy(
 
 
 def _first_line(text: str, limit: int = 60) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "fork"
+    stripped = text.strip()
+    line = stripped.splitlines()[0] if stripped else "fork"
     return line if len(line) <= limit else line[: limit - 1] + "…"
