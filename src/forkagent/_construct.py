@@ -17,7 +17,17 @@ from pydantic import BaseModel
 
 M = TypeVar("M", bound=BaseModel)
 
-_set_attribute = object.__setattr__  # what pydantic itself uses: the models are frozen
+# The four attributes' own setters (the models are frozen, so no ``setattr``): each skips the
+# name's lookup through the class that ``object.__setattr__``, what pydantic uses, makes.
+_SET_DICT, _SET_FIELDS_SET, _SET_EXTRA, _SET_PRIVATE = (
+    BaseModel.__dict__[name].__set__
+    for name in (
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    )
+)
 
 
 def trusted(cls: type[M]) -> Callable[[dict[str, object], set[str]], M]:
@@ -37,10 +47,10 @@ def trusted(cls: type[M]) -> Callable[[dict[str, object], set[str]], M]:
 
     def construct(values: dict[str, object], fields_set: set[str]) -> M:
         model = cls.__new__(cls)
-        _set_attribute(model, "__dict__", values)
-        _set_attribute(model, "__pydantic_fields_set__", fields_set)
-        _set_attribute(model, "__pydantic_extra__", None)
-        _set_attribute(model, "__pydantic_private__", None)
+        _SET_DICT(model, values)
+        _SET_FIELDS_SET(model, fields_set)
+        _SET_EXTRA(model, None)
+        _SET_PRIVATE(model, None)
         return model
 
     return construct

@@ -360,8 +360,10 @@ class HistoryField(Generic[T]):
     def __get__(self, instance: object | None, owner: type) -> History[T] | tuple[()]:
         if instance is None:
             return ()  # the default dataclasses read from the class: an empty history
-        history: History[T] = instance.__dict__[self._attribute]
+        history: History[T] = getattr(instance, self._attribute)
         return history
 
     def __set__(self, instance: object, value: Iterable[T]) -> None:
-        instance.__dict__[self._attribute] = History(value)
+        # Through ``setattr``, not the instance's ``__dict__``, which asking for would make: the
+        # instance keeps its attributes inline, and every one set after stays cheaper to set.
+        setattr(instance, self._attribute, History(value))

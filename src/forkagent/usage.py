@@ -27,7 +27,13 @@ class Usage(BaseModel):
 
     @property
     def prompt_tokens(self) -> int:
-        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+        # The fields, not ``cache_write_tokens``: every response's total asks, a call fewer.
+        return (
+            self.input_tokens
+            + self.cache_read_tokens
+            + self.cache_write_5m_tokens
+            + self.cache_write_1h_tokens
+        )
 
     @property
     def total_tokens(self) -> int:

@@ -6,25 +6,34 @@ works out which of its tree's budgets can stop it, and its deadline, when it is 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, cast, get_args
 
 import pytest
 
 from forkagent import RuntimeOptions
 from forkagent._orchestration.budget import Budget, Limits
-from forkagent._orchestration.loop import _caller, _request_sent, _response_received
-from forkagent._orchestration.runtime import _agent_finished
+from forkagent._orchestration.loop import (
+    _COMPLETED,
+    AgentRun,
+    LoopOutcome,
+    _caller,
+    _request_sent,
+    _response_received,
+)
+from forkagent._orchestration.runtime import _agent_finished, _agent_started
 from forkagent._orchestration.tasks import TaskResult, task_result
 from forkagent.emulator import Emulator
 from forkagent.emulator.timing import NO_LATENCY
 from forkagent.errors import BudgetExceededError
-from forkagent.events import AgentFinished, RequestSent, ResponseReceived
-from forkagent.messages import AssistantMessage, user
-from forkagent.models.base import Caller, ModelResponse
+from forkagent.events import AgentFinished, AgentStarted, RequestSent, ResponseReceived
+from forkagent.messages import AssistantMessage, JsonValue, user
+from forkagent.models.base import Caller, ModelResponse, StopReason
 from forkagent.models.emulator import EmulatorModel
 from forkagent.pricing import cost
 from forkagent.requests import ModelRequest
@@ -177,6 +186,20 @@ def test_a_finished_agents_event_and_result_set_through_slots_equal_the_dataclas
     assert result.cost == expected_result.cost
 
 
+@pytest.mark.parametrize(("parent_id", "background"), [(None, False), ("main-0-abc", True)])
+def test_a_started_agents_event_set_through_slots_equals_the_dataclass(
+    parent_id: str | None, background: bool
+) -> None:
+    run = SimpleNamespace(id="fork-1", parent_id=parent_id, kind="fork", label="Do it.")
+    details: dict[str, JsonValue] = {"cache_key_hash": "ab12", "mode": "sync"}
+    started = _agent_started(cast(AgentRun, run), background, details)
+    expected = AgentStarted("fork-1", parent_id, "fork", "Do it.", background, details)
+    assert started == expected
+    assert repr(started) == repr(expected)
+    assert _slots(started) == _slots(expected)
+    assert started.details is details  # the event carries the very dict it was given
+
+
 def _a_result(make: Callable[..., TaskResult], error: str | None) -> TaskResult:
     """The same result made by ``make``: the dataclass or the slot-setting builder."""
     return make(
@@ -221,3 +244,42 @@ async def test_a_report_to_a_parent_not_waiting_is_read_when_it_drives_again(
     assert outcome.status == "completed"
     assert root.inbox == []
     assert f"task: {task.id}\nstatus: completed" in root.messages[-2].text  # the report, read
+
+
+# -- what a family's forks share, found once ---------------------------------------------------
+
+
+async def test_forks_set_their_models_profile_for_the_monitor_as_each_fork_did(
+    tmp_path: Path,
+) -> None:
+    """The monitor explains a fork's request with its model's profile, set once per family
+    (and once per Agent-tool fork) now rather than once per fork: a profile another run set
+    for the same model name in between is replaced again, as each fork's own adoption did."""
+    model = EmulatorModel(CLAUDE, Emulator(latency=NO_LATENCY))
+    agent = make_agent(model, tmp_path, registry=False)
+    async with agent.session() as session:
+        await session.send("go")
+        runtime = session._runtime
+        other = replace(model.profile, min_cache_tokens=model.profile.min_cache_tokens + 1)
+        runtime.cache_monitor.set_profile(CLAUDE, other)
+        await session.fork(["a", "b"])
+        assert runtime.cache_monitor._profiles[CLAUDE] is model.profile
+        runtime.cache_monitor.set_profile(CLAUDE, other)
+        runtime.build_fork(session.root, "c")  # the Agent tool's way: one fork at a time
+        assert runtime.cache_monitor._profiles[CLAUDE] is model.profile
+
+
+def test_a_completed_runs_shared_outcome_is_the_one_it_would_make() -> None:
+    for reason in get_args(StopReason):
+        assert _COMPLETED[reason] == LoopOutcome("completed", reason)
+
+
+async def test_a_childs_asyncio_task_is_named_after_it(tmp_path: Path) -> None:
+    """``AgentTask.begin`` makes the task through the loop, naming it as it is made: the name
+    ``asyncio.create_task(..., name=...)`` gave (held forks begin at the release)."""
+    agent = make_agent(EmulatorModel(CLAUDE, Emulator(latency=NO_LATENCY)), tmp_path)
+    async with agent.session() as session:
+        await session.send("go")
+        tasks = await session.fork(["a", "b", "c"], background=True)
+        await asyncio.gather(*(task.wait() for task in tasks))
+    assert [t._task.get_name() if t._task else None for t in tasks] == [t.id for t in tasks]

@@ -134,7 +134,12 @@ def fork_base(history: Sequence[Message], *, style: HistoryStyle = "tool_result"
 
 
 def fork_from(base: ForkBase, directive: str) -> ForkedHistory:
-    """One child's history: the family's shared part, then its directive.
+    """One child's history: the family's shared part, then its directive."""
+    return ForkedHistory(fork_messages(base, directive), base.position)
+
+
+def fork_messages(base: ForkBase, directive: str) -> HistoryView[Message]:
+    """``fork_from``'s messages alone: a sibling's shared prefix ends at ``base.position``.
 
     The last message is a copy of the family's, its blocks not validated again
     (they were, once): O(1) per child instead of O(placeholders). It is made as
@@ -145,7 +150,7 @@ def fork_from(base: ForkBase, directive: str) -> ForkedHistory:
     text = _new_text_block({"type": "text", "text": directive_text(directive)}, {"text"})
     values = {**base.last.__dict__, "content": (*base.head, text)}
     last = _new_user_message(values, set(base.last.model_fields_set))
-    return ForkedHistory(base.messages.extended((last,)), base.position)
+    return base.messages.extended((last,))
 
 
 def build_forked_messages(

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard, get_args
 
 from .._construct import trusted
 from ..errors import BudgetExceededError, ModelError, ToolError
@@ -52,6 +52,7 @@ from ..models.base import (
     Model,
     ModelResponse,
     ResponseComplete,
+    StopReason,
     TextDelta,
     ThinkingDelta,
     ToolUseStarted,
@@ -251,6 +252,10 @@ class LoopOutcome:
     error: str | None = None
 
 
+_COMPLETED = {reason: LoopOutcome("completed", reason) for reason in get_args(StopReason)}
+"""A completed run's outcome for each stop reason: frozen, so one value serves every run."""
+
+
 def within_deadline(
     budget: Budget, work: Coroutine[Any, Any, LoopOutcome]
 ) -> Coroutine[Any, Any, LoopOutcome]:
@@ -319,7 +324,9 @@ async def run_loop(run: AgentRun, *, continue_on_inbox: bool = True) -> LoopOutc
             continue
         if continue_on_inbox and run.inbox:
             continue
-        return LoopOutcome("completed", response.stop_reason)
+        return _COMPLETED.get(response.stop_reason) or LoopOutcome(
+            "completed", response.stop_reason
+        )
 
 
 def _check_unique_ids(run: AgentRun, uses: Sequence[ToolUseBlock]) -> None:

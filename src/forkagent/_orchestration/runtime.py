@@ -38,7 +38,7 @@ from .budget import Budget, Limits, require_price
 from .estimate import ForkEstimate, ForkPolicy, allows_fork, estimate_fork, estimate_tokens
 from .executor import Executor, InProcessExecutor, Placement, here
 from .fanout import FanoutMode, ForkFamily
-from .fork import ForkBase, cache_key_hash, fork_base, fork_from, is_fork_history
+from .fork import ForkBase, cache_key_hash, fork_base, fork_messages, is_fork_history
 from .loop import (
     AgentRun,
     LoopOutcome,
@@ -218,12 +218,18 @@ class Runtime:
         # Six random hex digits tell runs apart; ``random`` needs no system call (uuid4 does).
         return f"{kind}-{next(self._ids)}-{random.getrandbits(24):06x}"
 
-    def adopt(self, run: AgentRun) -> AgentRun:
+    def adopt(self, run: AgentRun, *, profile: bool = True) -> AgentRun:
+        """Make ``run`` one of this tree's; ``profile=False`` when its model's profile is
+        already set for the monitor (a fork's, set once for its family: ``_set_profile``)."""
         run.emit = self._emit
         run.runtime = self
         self.runs[run.id] = run
-        self.cache_monitor.set_profile(run.model.name, run.model.profile)
+        if profile:
+            self._set_profile(run.model)
         return run
+
+    def _set_profile(self, model: Model) -> None:
+        self.cache_monitor.set_profile(model.name, model.profile)
 
     def task(self, task_id: str) -> AgentTask:
         try:
@@ -428,23 +434,31 @@ class Runtime:
         self, parent: AgentRun, directive: str, label: str = "", params: ForkParams | None = None
     ) -> AgentRun:
         """A child from the parent's snapshot: same bytes up to its directive."""
-        return self._fork_child(parent, self._parent_state(parent), directive, label, params)
+        state, family = self._siblings_of(parent)
+        return self._fork_child(parent, state, family, directive, label, params)
+
+    def _siblings_of(self, parent: AgentRun) -> tuple[_ParentState, ForkFamily | None]:
+        """What forks of ``parent``'s current state share: found once for many siblings,
+        with the monitor told their model's profile (the parent's), so ``_fork_child``
+        need not tell it per fork."""
+        self._set_profile(parent.model)
+        return self._parent_state(parent), self._family(parent)
 
     def _fork_child(
         self,
         parent: AgentRun,
         state: _ParentState,
+        family: ForkFamily | None,
         directive: str,
         label: str,
         params: ForkParams | None,
     ) -> AgentRun:
-        """``build_fork`` with the parent's state already checked (once for many siblings)."""
+        """``build_fork`` with what siblings share already found (``_siblings_of``)."""
         output = None
         if params is not None and params.output_type is not None:
             output = OutputSpec.of(params.output_type, mode="text", retries=params.output_retries)
             directive = f"{directive}\n\n{output.instructions()}"
         snapshot = parent.last_request
-        forked = fork_from(state.base, directive)
         child = AgentRun(
             id=self.new_id("fork"),
             model=parent.model,
@@ -455,26 +469,29 @@ class Runtime:
             settings=snapshot.settings if snapshot else parent.settings,
             cwd=parent.cwd,
             budget=self.tree_budget.child(_child_limits(self.options.child_limits, params)),
-            messages=forked.messages,
+            messages=fork_messages(state.base, directive),
             kind="fork",
             label=label or _first_line(directive),
             parent_id=parent.id,
             depth=parent.depth + 1,
             is_fork=True,
-            shared_prefix_end=forked.shared_prefix_end,
+            shared_prefix_end=state.base.position,
             gates=parent.gates,
             redact=parent.redact,
             hooks=parent.hooks,
             policy=_child_policy(parent.policy, params),
             timeout=parent.timeout,
-            family=self._family(parent),
+            family=family,
             prewarm=self.options.fanout == "prewarm",
             output_spec=output,
             keep_transcript=params.transcript if params is not None else True,
         )
-        return self.adopt(child)
+        if family is not None:
+            family.size += 1
+        return self.adopt(child, profile=False)
 
     def _family(self, parent: AgentRun) -> ForkFamily | None:
+        """The family of forks of ``parent``'s current length (``size`` counts its members)."""
         if self.options.fanout == "off":
             return None
         key = (parent.id, len(parent.messages))
@@ -484,7 +501,6 @@ class Runtime:
             if self.options.fanout == "prewarm" and parent.model.profile.supports_prewarm:
                 warmup = "first_response_starts"
             family = self._families[key] = ForkFamily(key, warmup)
-        family.size += 1
         return family
 
     def fork_details(self, child: AgentRun, parent: AgentRun) -> dict[str, JsonValue]:
@@ -530,7 +546,7 @@ class Runtime:
             details["mode"] = "background" if background else "sync"
             if estimate is not None:
                 details["estimate"] = estimate.summary()
-        self.emit(AgentStarted(run.id, run.parent_id, run.kind, run.label, background, details))
+        self.emit(_agent_started(run, background, details))
         work = functools.partial(self._execute, task, prepared)
         if (family := run.family) is None:
             task.begin(work)
@@ -691,11 +707,15 @@ class Runtime:
         if refusal:
             raise AgentSpawnError(refusal)
         allowed = self._allowance()
-        state = self._parent_state(parent)  # the parent cannot change while these start
-        started = [
-            self.start(self._fork_child(parent, state, *_fork_args(d)), background=background)
-            for d in directives[:allowed]
-        ]
+        started: list[AgentTask] = []
+        if directives[:allowed]:
+            state, family = self._siblings_of(parent)  # the parent cannot change while these start
+            started = [
+                self.start(
+                    self._fork_child(parent, state, family, *_fork_args(d)), background=background
+                )
+                for d in directives[:allowed]
+            ]
         refused = [_fork_args(d)[0] for d in directives[allowed:]]
         if refused:
             raise AgentLimitError(
@@ -720,6 +740,24 @@ class Runtime:
         """Wait until no child task is running."""
         while pending := [t._task for t in self.tasks.values() if t._task and not t._task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+_STARTED_AGENT, _STARTED_PARENT, _STARTED_KIND, _STARTED_LABEL, _STARTED_BACKGROUND, _DETAILS = (
+    slot_setters(AgentStarted)
+)
+
+
+def _agent_started(run: AgentRun, background: bool, details: dict[str, JsonValue]) -> AgentStarted:
+    """``AgentStarted(run.id, run.parent_id, run.kind, run.label, background, details)``, set
+    through its slots (``slot_setters``), as ``_agent_finished``: one per started agent."""
+    event: AgentStarted = object.__new__(AgentStarted)
+    _STARTED_AGENT(event, run.id)
+    _STARTED_PARENT(event, run.parent_id)
+    _STARTED_KIND(event, run.kind)
+    _STARTED_LABEL(event, run.label)
+    _STARTED_BACKGROUND(event, background)
+    _DETAILS(event, details)
+    return event
 
 
 _FINISHED_AGENT, _FINISHED_STATUS, _FINISHED_OUTPUT, _FINISHED_ERROR, _FINISHED_DETAILS = (
@@ -874,5 +912,6 @@ def _child_policy(
 
 
 def _first_line(text: str, limit: int = 60) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "fork"
+    stripped = text.strip()
+    line = stripped.splitlines()[0] if stripped else "fork"
     return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -128,7 +128,9 @@ class AgentTask:
         """Make ``work()`` this child's task."""
         if (family := self.run.family) is not None:
             family.began()
-        self._task = task = asyncio.create_task(work(), name=self.run.id)
+        # The loop's own ``create_task``, given the name: what ``asyncio.create_task`` does,
+        # without its wrapper and its naming the task after it is made (two calls fewer).
+        self._task = task = asyncio.get_running_loop().create_task(work(), name=self.run.id)
         if self._waiters is not None:  # waited for while it was held
             task.add_done_callback(self._hand_out)
 
