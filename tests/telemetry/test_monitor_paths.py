@@ -14,11 +14,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forkagent.events import AgentFinished, AgentStarted, Event, RequestSent, ResponseReceived
-from forkagent.messages import Message, TextBlock, UserMessage, assistant, user
+from forkagent.messages import Message, TextBlock, ToolUseBlock, UserMessage, assistant, user
 from forkagent.models.base import ModelProfile, ModelResponse
-from forkagent.requests import ModelRequest, ModelSettings, ToolSpec, request_blocks
+from forkagent.requests import (
+    ModelRequest,
+    ModelSettings,
+    ToolSpec,
+    canonical_block,
+    request_blocks,
+)
 from forkagent.telemetry import CacheMonitor
-from forkagent.telemetry.cache import CacheReport, added_sizes, explain, explain_extension, extends
+from forkagent.telemetry.cache import (
+    CacheReport,
+    added_sizes,
+    block_size,
+    explain,
+    explain_extension,
+    extends,
+)
 from forkagent.usage import Usage
 
 MODEL = "claude-sonnet-4-6"
@@ -168,3 +181,24 @@ def test_a_fork_started_again_as_a_root_is_not_compared_with_its_family() -> Non
     events += [RequestSent("fork-0", 0, fork("x")), ResponseReceived("fork-0", 1, answer(0, 9), 1)]
     (agent_id, _, report) = _reports(events)[-1]
     assert (agent_id, report.status, report.compared_with) == ("fork-0", "cold", None)
+
+
+@given(st.sampled_from(["user", "assistant"]), st.text(max_size=40))
+def test_a_text_blocks_size_is_its_rendered_length(role: str, text: str) -> None:
+    """``block_size`` measures a text block (every sibling's directive) without rendering it:
+    quotes, escapes, control and non-ASCII characters included."""
+    block = TextBlock(text=text)
+    assert block_size(role, block) == len(canonical_block(role, block))
+
+
+def test_other_blocks_are_sized_by_their_rendering() -> None:
+    block = ToolUseBlock(id="t1", name="read", input={"path": "é\\n"})
+    assert block_size("assistant", block) == len(canonical_block("assistant", block))
+
+
+@given(st.text(max_size=20))
+def test_a_siblings_directive_is_measured_as_rendered(directive: str) -> None:
+    """A child adding one block to its family's shared part (``added_sizes``'s first branch)."""
+    shared = request(*HISTORY, UserMessage(content=(RULES,)))
+    child = fork(directive)
+    assert added_sizes(child, shared) == _rendered(child)[len(_rendered(shared)) :]

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from json.encoder import encode_basestring
 from operator import attrgetter
 from typing import Any, Literal, TypeAlias
 
 from pydantic import TypeAdapter
 
 from ..history import HistoryView
-from ..messages import ContentBlock, JsonValue, Message
+from ..messages import ContentBlock, JsonValue, Message, TextBlock
 from ..models._shared import HEAD_MIN, SharedHeads, SharedRenderings
 from ..models.base import ModelProfile
 from ..requests import (
@@ -228,10 +229,10 @@ def explain(
         previous,
         previous_tokens,
         settings,
-        profile=profile,
-        elapsed=elapsed,
-        cache_ready=cache_ready,
-        hit_fraction=hit_fraction,
+        profile,
+        elapsed,
+        cache_ready,
+        hit_fraction,
     )
 
 
@@ -261,10 +262,11 @@ def explain_extension(
         total_bytes,
         previous,
         previous_tokens,
-        profile=profile,
-        elapsed=elapsed,
-        cache_ready=cache_ready,
-        hit_fraction=hit_fraction,
+        None,
+        profile,
+        elapsed,
+        cache_ready,
+        hit_fraction,
     )
 
 
@@ -298,10 +300,12 @@ class _Report:
     def __init__(
         self, usage: Usage, compared_with: str | None, diagnosis: Mapping[str, JsonValue] | None
     ) -> None:
-        # Each count read once: a pydantic field is a slow look-up and ``Usage``'s sums are
-        # properties, each a call (``prompt_tokens`` calls ``cache_write_tokens`` again).
-        read, write = usage.cache_read_tokens, usage.cache_write_tokens
-        self.prompt = usage.input_tokens + read + write
+        # Each count read once from the fields' dict: a pydantic attribute read is a slow
+        # look-up and ``Usage``'s sums are properties, each a call: their formulas, restated.
+        counts = usage.__dict__
+        read = counts["cache_read_tokens"]
+        write = counts["cache_write_5m_tokens"] + counts["cache_write_1h_tokens"]
+        self.prompt = counts["input_tokens"] + read + write
         self.read, self.write = read, write
         self.compared_with, self.diagnosis = compared_with, diagnosis
 
@@ -317,14 +321,15 @@ class _Report:
         total_bytes: int,
         previous: ModelRequest,
         previous_tokens: int | None,
-        settings: Difference | None = None,
-        *,
+        settings: Difference | None,
         profile: ModelProfile,
         elapsed: float | None,
         cache_ready: bool,
         hit_fraction: float,
     ) -> CacheReport:
-        """The report of a request that extends ``previous`` but for a ``settings`` change."""
+        """The report of a request that extends ``previous`` but for a ``settings`` change.
+
+        Taken by position: every response's report passes here, and each keyword is a search."""
         expected = self.expected(shared_bytes, total_bytes)
         read = self.read
         if previous_tokens and read >= previous_tokens:
@@ -388,6 +393,9 @@ def added_sizes(request: ModelRequest, earlier: ModelRequest) -> list[int] | Non
     if extension is None:
         return None
     messages, total, count, joint, rest = extension
+    if count == total and len(rest) == 1 and joint is not None:
+        # A fork sibling's directive, the one block it adds: measured, not kept (it comes once).
+        return [block_size(joint.role, rest[0])]
     out: list[int] = []
     if joint is not None and rest:  # the rest of a cut last message: what a sibling adds
         out += _sizes(joint.role, rest, keep_last=count < total)
@@ -432,7 +440,7 @@ def _sizes(role: str, blocks: tuple[ContentBlock, ...], *, keep_last: bool = Tru
 def _last_size(role: str, blocks: tuple[ContentBlock, ...], keep: bool) -> list[int]:
     if not blocks:
         return []
-    return _measured(role, blocks[-1:]) if keep else [len(canonical_block(role, blocks[-1]))]
+    return _measured(role, blocks[-1:]) if keep else [block_size(role, blocks[-1])]
 
 
 def _measured(role: str, blocks: tuple[ContentBlock, ...]) -> list[int]:
@@ -440,10 +448,28 @@ def _measured(role: str, blocks: tuple[ContentBlock, ...]) -> list[int]:
         return []
 
     def measure(block: ContentBlock) -> int:
-        return len(canonical_block(role, block))
+        return block_size(role, block)
 
     by_block = _BLOCK_SIZES[role]
     return [by_block.get(block, measure) for block in blocks]
+
+
+_TEXT_FRAMES: dict[str, int] = {
+    role: len(canonical_block(role, TextBlock(text=""))) - len('""') for role in _BLOCK_SIZES
+}
+"""A text block's canonical size by role, but for its text's JSON string."""
+
+
+def block_size(role: str, block: ContentBlock) -> int:
+    """``len(canonical_block(role, block))``; a text block's without rendering it.
+
+    Every fork sibling's directive is measured: its size is its role's frame plus its text
+    as the canonical encoder writes a string (UTF-8, not ASCII-escaped)."""
+    frame = _TEXT_FRAMES.get(role)
+    if frame is None or type(block) is not TextBlock:
+        return len(canonical_block(role, block))
+    text = encode_basestring(block.__dict__["text"])
+    return frame + (len(text) if text.isascii() else len(text.encode()))
 
 
 def extends(previous: ModelRequest, current: ModelRequest) -> bool:
@@ -503,10 +529,13 @@ def _rest(cut: Message, whole: Message) -> tuple[ContentBlock, ...] | None:
     begins with ``cut``'s blocks; None otherwise."""
     if cut is whole:
         return ()
-    blocks, content = cut.content, whole.content
-    # Compared in C, identical blocks at once (equal ones render alike).
-    if cut.role == whole.role and content[: len(blocks)] == blocks:
-        return content[len(blocks) :]
+    # Read from the fields' dicts (a pydantic attribute read is a slow look-up); the blocks
+    # compared in C, identical ones at once (equal ones render alike).
+    mine, theirs = cut.__dict__, whole.__dict__
+    blocks, content = mine["content"], theirs["content"]
+    if mine["role"] == theirs["role"] and content[: len(blocks)] == blocks:
+        rest: tuple[ContentBlock, ...] = content[len(blocks) :]
+        return rest
     return None
 
 

@@ -65,12 +65,12 @@ class _Sent:
     sent_at: float
     order: int
     """Position in the event stream: orders requests the clock sees as simultaneous."""
+    prewarm: bool = False
     answered_at: float | None = None
     usage: Usage | None = None
     """What its response reported (None until answered)."""
     sizes: _Sizes | None = None
     """Its block sizes, once explained."""
-    prewarm: bool = False
     resumed: bool = False
     """Sent before the agent was resumed: known from its transcript, not seen here."""
 
@@ -112,6 +112,9 @@ class _Source(NamedTuple):
     sent: _Sent
     request: ModelRequest
     label: str
+    previous_tokens: int | None
+    """The prompt size ``sent``'s response reported, when ``request`` is ``sent``'s whole
+    request (not a family's shared part): a request extending it and reading that much hits."""
 
 
 @dataclass(slots=True)
@@ -238,22 +241,25 @@ class CacheMonitor:
 
     def _sent(self, event: RequestSent) -> None:
         agent = self._agents.get(event.agent_id) or self._agent(event.agent_id)
-        agent.pending = _Sent(
-            event.request, self._clock(), next(self._order), prewarm=event.prewarm
-        )
+        sent = agent.pending = _Sent(event.request, self._clock(), next(self._order), event.prewarm)
         if agent.first is None:
-            agent.first = agent.pending
-            if agent.family is not None and agent.family.leader is None:
-                agent.family.leader = (event.agent_id, agent.first)
+            agent.first = sent
+            family = agent.family
+            if family is not None and family.leader is None:
+                family.leader = (event.agent_id, sent)
 
     def _started(self, event: AgentStarted) -> None:
-        agent = self._agent(event.agent_id, event.kind, event.parent_id)
-        agent.kind, agent.parent_id = event.kind, event.parent_id  # an agent started again
-        if event.kind != "fork":
+        agent_id, kind, parent_id = event.agent_id, event.kind, event.parent_id
+        agent = self._agents.get(agent_id)
+        if agent is None:
+            agent = self._agents[agent_id] = _Agent(kind, parent_id)
+        else:  # an agent started again
+            agent.kind, agent.parent_id = kind, parent_id
+        if kind != "fork":
             return
-        parent = self._agents.get(event.parent_id or "")
-        agent.base = parent.last if parent else None
-        key = (event.parent_id, agent.base)
+        parent = self._agents.get(parent_id or "")
+        base = agent.base = parent.last if parent else None
+        key = (parent_id, base)
         agent.family = self._families.get(key) or self._families.setdefault(key, _Family())
 
     def _answered(self, event: ResponseReceived) -> None:
@@ -262,11 +268,14 @@ class CacheMonitor:
         if sent is None:
             return
         sent.answered_at, agent.pending = self._clock(), None
-        response = event.response  # each read of a pydantic field is a slow look-up: read once
-        usage = sent.usage = response.usage
-        profile = self._profiles.get(sent.request.model, self._default)
+        # A pydantic model's fields read from its dict: each attribute read is a slow look-up.
+        response = event.response.__dict__
+        usage: Usage = response["usage"]
+        diagnosis: Mapping[str, JsonValue] | None = response["cache_diagnosis"]
+        sent.usage = usage
+        profile = self._profiles.get(sent.request.__dict__["model"], self._default)
         first_turn = agent.last is None
-        report = self._explain(agent, sent, usage, response.cache_diagnosis, profile)
+        report = self._explain(agent, sent, usage, diagnosis, profile)
         agent.last = sent
         explained = _reported(event.agent_id, event.turn, report)
         self._explained.append(explained)
@@ -300,7 +309,7 @@ class CacheMonitor:
             )
         elapsed = sent.sent_at - source.sent.sent_at
         ready = _ready(source.sent, sent, profile)
-        previous_tokens = _whole_prompt_tokens(source)
+        previous_tokens = source.previous_tokens
         if known is not None and sizes.earlier is known[1] and source.request is known[0]:
             # Measured from the source itself: the prefix is proven and its size known.
             return explain_extension(
@@ -338,7 +347,8 @@ class CacheMonitor:
         """
         last = agent.last
         if last is not None:
-            return _Source(last, last.request, _previous_label(last)), _sized(last)
+            source = _Source(last, last.request, _previous_label(last), _prompt_tokens(last))
+            return source, _sized(last)
         family = agent.family
         if agent.kind == "fork" and family is not None:
             leader = family.leader
@@ -351,14 +361,15 @@ class CacheMonitor:
         known = family.known if family is not None and family.known is not None else _sized(base)
         if agent.kind != "fork" or base is None:
             return None, known
-        return _Source(base, base.request, f"parent {agent.parent_id}'s last request"), known
+        label = f"parent {agent.parent_id}'s last request"
+        return _Source(base, base.request, label, _prompt_tokens(base)), known
 
     @staticmethod
     def _cut(family: _Family, leader: tuple[str, _Sent], base: _Sent | None) -> None:
         """Make the family's shared part, its source and its sizes, once."""
         sibling, first = leader
         shared = shared_part(first.request)
-        family.source = _Source(first, shared, f"fork {sibling}'s shared prefix")
+        family.source = _Source(first, shared, f"fork {sibling}'s shared prefix", None)
         family.known = (shared, _measure(shared, _sized(base)))
 
     def _check_break(self, agent_id: str, usage: Usage, report: CacheReport) -> None:
@@ -389,11 +400,9 @@ def _sized(sent: _Sent | None) -> _Known | None:
     return None if sent is None or sent.sizes is None else (sent.request, sent.sizes)
 
 
-def _whole_prompt_tokens(source: _Source | None) -> int | None:
-    """The reported size of the source's prompt, when it is compared whole (not a shared part)."""
-    if source is None or source.request is not source.sent.request or source.sent.usage is None:
-        return None
-    return source.sent.usage.prompt_tokens or None
+def _prompt_tokens(sent: _Sent) -> int | None:
+    """The prompt size ``sent``'s response reported, if any."""
+    return None if sent.usage is None else sent.usage.prompt_tokens or None
 
 
 def _previous_label(sent: _Sent) -> str:
