@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from forkagent.state._append_helper import APPEND, CREATE, read_batches
-from forkagent.state._appends import BackgroundAppends
+from forkagent.state._appends import _EARLY_WRITE, BackgroundAppends
 
 
 def _wait_for(path: Path, content: bytes, seconds: float = 20.0) -> bytes:
@@ -340,3 +340,26 @@ async def test_a_turn_end_callback_that_fails_keeps_back_neither_the_others_nor_
     assert ran == ["second"]
     assert "boom" in caplog.text
     assert await asyncio.to_thread(_wait_for, path, b"0\n") == b"0\n"
+
+
+async def test_a_turn_with_many_lines_sends_them_in_parts_before_it_ends(
+    tmp_path: Path, appends: BackgroundAppends, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn in which many agents write (a fork family's responses landing together) hands
+    its lines over in parts as they pile up, so the helper makes them while the loop works on,
+    instead of all at the turn's end while the session's close waits; nothing is reordered."""
+    a = str(tmp_path / "a.jsonl")
+    writes = _writes_to_the_pipe(appends, a, monkeypatch)
+    others = [str(tmp_path / f"{n}.jsonl") for n in range(3)]
+    line = b"x" * (_EARLY_WRITE // 2) + b"\n"
+    for n, path in enumerate(others):
+        appends.append(path, b"%d" % n + line, fsync=False, create=True)
+    # The first two lines reached the early-write size together: out before the turn ends.
+    assert [path for _, _, path, _ in _requests(b"".join(writes))] == others[:2]
+    sent = len(writes)
+    await asyncio.sleep(0)
+    assert len(writes) == sent + 1  # the third line, at the end of the turn
+    assert [path for _, _, path, _ in _requests(b"".join(writes))] == others
+    appends.flush()
+    for n, path in enumerate(others):
+        assert await asyncio.to_thread(Path(path).read_bytes) == b"%d" % n + line

@@ -26,6 +26,7 @@ import pytest
 
 from forkagent.state import _rows
 from forkagent.state.registry import (
+    _EARLY_ROWS,
     AgentRecord,
     AgentRows,
     Registry,
@@ -385,7 +386,7 @@ _KILLED = textwrap.dedent(
             writer.finish(f"turn{n}", "completed", output=f"done {n}")
         for _ in range(3):
             await asyncio.sleep(0)  # that turn ended: its rows went to the helper
-        for n in range(300):
+        for n in range(300):  # a turn's worth at a time goes ahead; the rest waits for its end
             writer.register(AgentRecord(id=f"unsent{n}", root_id="r", model="test:m"))
         print(BACKGROUND.helper_pid, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)  # before this turn ends
@@ -404,7 +405,8 @@ def _ended(pid: int) -> bool:
 
 
 def test_a_kill_9_loses_only_the_rows_of_the_turn_it_interrupts(tmp_path: Path) -> None:
-    """Rows sent to the helper are written after their sender died; only a turn's own wait."""
+    """Rows sent to the helper are written after their sender died; only those the interrupted
+    turn still kept are lost, fewer than a turn's worth (``_EARLY_ROWS``), the last ones."""
     path = tmp_path / "registry.db"
     killed = subprocess.run(
         [sys.executable, "-c", _KILLED, str(path)],
@@ -428,7 +430,9 @@ def test_a_kill_9_loses_only_the_rows_of_the_turn_it_interrupts(tmp_path: Path) 
         assert {rows[f"{prefix}{n}"] for n in range(count)} == {
             ("completed", f"done {n}") for n in range(count)
         }
-    assert not [agent_id for agent_id in rows if agent_id.startswith("unsent")]
+    kept = sorted(int(agent_id[6:]) for agent_id in rows if agent_id.startswith("unsent"))
+    assert kept == list(range(len(kept)))  # in order: what went ahead, none after a gap
+    assert 0 < 300 - len(kept) < _EARLY_ROWS
 
 
 def test_a_drain_that_fails_is_logged_and_the_next_one_is_written(
@@ -498,3 +502,34 @@ def test_the_interpreters_exit_waits_for_a_close_that_did_not(tmp_path: Path) ->
     subprocess.run([sys.executable, "-c", _NOT_WAITED, str(path)], check=True, timeout=60)
     assert not Path(f"{path}-wal").exists()  # the helper's connection was closed: checkpointed
     assert len(Registry(path).list(limit=None)) == 200
+
+
+async def test_a_turns_rows_past_a_turns_worth_reach_the_database_before_the_turn_ends(
+    tmp_path: Path,
+) -> None:
+    """A turn that registers many agents (a fork family starting, or ending) sends its rows to
+    the helper as they pile up: the helper writes them while the loop works on, instead of
+    leaving them all for the session's close to wait for."""
+    registry = Registry(tmp_path / "registry.db")
+    writer = RegistryWriter(registry)
+    ids = [f"fork-{n}" for n in range(_EARLY_ROWS)]
+    try:
+        for agent_id in ids:
+            writer.register_started(
+                agent_id,
+                root_id="root",
+                model="emulator:model",
+                kind="fork",
+                parent_id="root",
+                label=agent_id,
+                background=True,
+                cwd=str(tmp_path),
+                transcript=None,
+            )
+        # Still in the turn that registered them (no await since): polled from this thread.
+        deadline = time.monotonic() + 20
+        while len(registry.list(limit=None)) < len(ids) and time.monotonic() < deadline:
+            time.sleep(0.01)  # noqa: ASYNC251 - the turn must not end while this waits
+        assert sorted(record.id for record in registry.list(limit=None)) == sorted(ids)
+    finally:
+        writer.close()

@@ -54,6 +54,12 @@ _registry_logger = logging.getLogger(__package__ + ".registry")
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 """How ``os.fsencode`` encodes a path (called per request, it cost four calls)."""
 _PIPE_SIZE = 1 << 20
+_EARLY_WRITE = 32 * 1024
+"""Bytes of one turn's requests that go to the pipe before the turn ends. A turn in which
+many agents end (a fork family's responses land together) would otherwise hand the helper
+all their lines at once, and the session's close would wait while it makes them: sent in
+parts, they are made while the loop still works, and a write to a helper already awake
+costs the loop little."""
 _START_SECONDS = 10.0
 """How long a new helper may take to say it runs (a cold interpreter on a busy machine)."""
 
@@ -144,6 +150,8 @@ class BackgroundAppends:
         """Called at the end of the turn, before its push (``at_turn_end``)."""
         self._push_loop: asyncio.AbstractEventLoop | None = None
         """The loop whose turn ends with a push (another loop's appends schedule their own)."""
+        self._unsent = 0
+        """Bytes of the requests queued on a loop since the last write (``_kept_for_turn``)."""
         self._made = 0
         """The count of the last sync the helper answered: that many appends are made."""
         self._failed: dict[str, OSError] = {}
@@ -174,21 +182,19 @@ class BackgroundAppends:
             # come one after another. Here an append is only kept, as a tuple.
             self._turn.append((path, flags, data))
             self._sent += 1
-            if loop is not None:
-                if self._push_loop is not loop:
-                    self._push_loop = loop
-                    loop.call_soon(self._push)
+            if loop is not None and self._kept_for_turn(loop, len(data)):
                 return
-        self._write_queued()  # no turn to wait for the end of
+        self._write_queued()  # no turn to wait for the end of, or a turn's worth already
 
-    def send_rows(self, database: str, rows: bytes) -> bool:
+    def send_rows(self, database: str, rows: bytes, *, at_once: bool = False) -> bool:
         """Send ``rows`` (``marshal``-ed ``(timeout, [_rows.Change], sweep)``) to be written
-        to ``database``; False where there is no helper to send them to."""
+        to ``database``; False where there is no helper to send them to. ``at_once``: into
+        the pipe now, with what the turn queued before them, not at the turn's end."""
         if not self._started:
             self._start()
         if self._helper is None or self._broken is not None:
             return False
-        self._send(ROWS, os.fsencode(database), rows, 0)
+        self._send(ROWS, os.fsencode(database), rows, 0, at_once=at_once)
         return True
 
     def at_turn_end(self, loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
@@ -200,9 +206,7 @@ class BackgroundAppends:
         """
         with self._sending:
             self._before_push.append(callback)
-            if self._push_loop is not loop:
-                self._push_loop = loop
-                loop.call_soon(self._push)
+            self._push_at_turn_end(loop)
 
     def flush(self) -> None:
         """Wait until every append sent so far is made (or the helper is gone)."""
@@ -281,7 +285,9 @@ class BackgroundAppends:
                 daemon=True,
             ).start()
 
-    def _send(self, kind: int, path: bytes, data: bytes, flags: int) -> None:
+    def _send(
+        self, kind: int, path: bytes, data: bytes, flags: int, *, at_once: bool = False
+    ) -> None:
         """One request other than an append, after everything sent before it.
 
         On an event loop, the requests of one turn of the loop go to the pipe together at
@@ -296,12 +302,24 @@ class BackgroundAppends:
             self._queued.append(REQUEST.pack(kind, flags, len(path), len(data)) + path + data)
             if kind == ROWS:
                 self._sent += 1
-            if loop is not None and kind == ROWS:
-                if self._push_loop is not loop:
-                    self._push_loop = loop
-                    loop.call_soon(self._push)
-                return
+                if loop is not None and not at_once and self._kept_for_turn(loop, len(data)):
+                    return
         self._write_queued()  # not the turn's callbacks: their caller may hold their locks
+
+    def _kept_for_turn(self, loop: asyncio.AbstractEventLoop, size: int) -> bool:
+        """Whether a request of ``size`` bytes just queued on ``loop`` waits for the end of its
+        turn (the caller holds ``_sending``): not once the turn's requests not yet in the pipe
+        reach ``_EARLY_WRITE``, which then go at once."""
+        self._push_at_turn_end(loop)
+        self._unsent += size
+        return self._unsent < _EARLY_WRITE
+
+    def _push_at_turn_end(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Have the end of ``loop``'s current turn push its requests, once per turn (not
+        another loop's push, whose loop may have closed before its turn ended)."""
+        if self._push_loop is not loop:
+            self._push_loop = loop
+            loop.call_soon(self._push)
 
     def _seal(self) -> None:
         """Frame the appends not yet framed into requests, in order: one per run of lines to
@@ -329,17 +347,20 @@ class BackgroundAppends:
                 callback()
             except Exception:  # the other callbacks and the turn's lines still go
                 logger.exception("sending at the end of a turn of the loop failed")
-        self._write_queued()
+        self._write_queued(turn_ended=True)
 
-    def _write_queued(self) -> None:
-        """Put the queued requests into the pipe, in one write."""
+    def _write_queued(self, *, turn_ended: bool = False) -> None:
+        """Put the queued requests into the pipe, in one write; ``turn_ended``: at the end of
+        the turn that ``_push_at_turn_end`` pushes (an early write leaves that push to come)."""
         with self._sending:
-            self._push_loop = None
+            if turn_ended:
+                self._push_loop = None
             self._seal()
             if not self._queued or self._outbox is None:
                 return
             data = b"".join(self._queued)
             self._queued.clear()
+            self._unsent = 0
             try:
                 self._outbox.put(data)
                 return

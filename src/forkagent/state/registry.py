@@ -633,6 +633,11 @@ os.register_at_fork(after_in_child=_own_process.cache_clear)
 _UNUSED = tuple(_record_values(AgentRecord(id="", root_id="", model=""))[_rows.POSITION["turns"] :])
 """A new row's columns from ``turns`` on, as ``AgentRecord``'s defaults have them."""
 _Held: TypeAlias = "list[_rows.Change | Callable[[], object]]"
+_EARLY_ROWS = 64
+"""Rows of one turn of the event loop that go to the helper before the turn ends (with the
+transcripts' lines, which go in parts too: ``_appends._EARLY_WRITE``): a turn in which a fork
+family's responses land would otherwise leave all their rows for the helper to write while the
+session's close waits."""
 _STORABLE: frozenset[type] = frozenset({str, int, float, bool, bytes, type(None)})
 """The types of a value that can go into a row (and through ``marshal`` to the helper)."""
 
@@ -825,6 +830,9 @@ class RegistryWriter(AgentRows):
             if (loop := _running_loop()) is None:  # in C, without raising outside a loop
                 self._push_locked()  # no turn to wait for the end of
                 return
+            if len(sending) >= _EARLY_ROWS:  # a turn's worth: written while the loop works on
+                self._push_locked(at_once=True)
+                return
             if self._push_loop is not loop:  # not another loop's, which may have closed
                 self._push_loop = loop
                 BACKGROUND.at_turn_end(loop, self._push)  # with the turn's transcript lines
@@ -839,15 +847,16 @@ class RegistryWriter(AgentRows):
             self._push_loop = None
             self._push_locked()
 
-    def _push_locked(self, *, mark_lost: bool = False) -> bool:
-        """Send the rows of ``_sending`` (then ``mark_lost``) to the helper; without one,
-        the rows to this process's thread. Whether the helper took them."""
+    def _push_locked(self, *, mark_lost: bool = False, at_once: bool = False) -> bool:
+        """Send the rows of ``_sending`` (then ``mark_lost``) to the helper, ``at_once`` into
+        its pipe or with the turn's other requests; without a helper, the rows to this
+        process's thread. Whether the helper took them."""
         if not self._sending and not mark_lost:
             return True
         changes, self._sending = self._sending, []
         timeout = self.registry.timeout
         payload = marshal.dumps((timeout, changes, mark_lost))
-        if BACKGROUND.send_rows(self._database, payload):
+        if BACKGROUND.send_rows(self._database, payload, at_once=at_once):
             return True
         if changes:
             _IN_PROCESS.put(self._database, timeout, changes)
