@@ -46,7 +46,13 @@ def test_a_built_request_is_what_model_construct_makes() -> None:
     assert _state(built) == _state(constructed)
     assert list(built.__dict__) == list(constructed.__dict__)  # the dump's field order
     assert built.model_dump_json() == constructed.model_dump_json()
-    assert built.model_fields_set is not run.build_request().model_fields_set  # one each
+    # Requests share one fields set (frozen: nothing adds to it); a copy gets its own.
+    other = run.build_request()
+    changed = other.model_copy(update={"model": "other"})
+    assert changed.model_fields_set is not other.model_fields_set
+    with pytest.raises(ValueError, match="frozen"):
+        other.model = "other"  # type: ignore[misc]  # refused before any fields set grows
+    assert built.model_fields_set == other.model_fields_set == set(ModelRequest.model_fields)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import gc
 import weakref
 
 from forkagent.messages import TextBlock
-from forkagent.models._shared import SharedRenderings
+from forkagent.models._shared import SharedRenderings, _Kept
 
 
 def test_an_object_is_rendered_once_while_it_lives_and_forgotten_when_it_dies() -> None:
@@ -31,8 +31,26 @@ def test_a_dead_objects_callback_leaves_a_newer_entry_under_the_same_id() -> Non
     block = TextBlock(text="new")
     renderings.get(block, lambda b: b.text)
     gone = TextBlock(text="old")
-    stale = weakref.KeyedRef(gone, lambda ref: None, id(block))  # as if ``block`` reused its id
+    stale = _Kept(gone, lambda ref: None, id(block), "old")  # as if ``block`` reused its id
     del gone
     renderings._forget(stale)
     assert len(renderings) == 1
     assert renderings.get(block, lambda b: "rendered again") == "new"
+
+
+class _Wire(dict[str, str]):
+    """A rendering that can be referred to weakly."""
+
+
+def test_a_rendering_lives_as_long_as_its_object() -> None:
+    renderings: SharedRenderings[TextBlock, _Wire] = SharedRenderings()
+    block = TextBlock(text="hi")
+    rendered = renderings.get(block, lambda b: _Wire(text=b.text))
+    watch = weakref.ref(rendered)
+    del rendered
+    gc.collect()
+    assert renderings.get(block, lambda b: _Wire(text="again")) is watch()
+    del block
+    gc.collect()
+    assert watch() is None
+    assert len(renderings) == 0

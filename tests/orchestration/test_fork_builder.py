@@ -16,6 +16,8 @@ from forkagent._orchestration.fork import (
     build_forked_messages,
     cache_key_hash,
     directive_text,
+    fork_base,
+    fork_messages,
     is_fork_history,
 )
 from forkagent.messages import (
@@ -291,3 +293,30 @@ async def test_a_fork_uses_the_snapshot_not_a_fresh_rendering(tmp_path: Path) ->
     assert details["shares_cache"] is True
     assert details["cache_key_hash"] == cache_key_hash(snapshot)
     await session.aclose()
+
+
+@pytest.mark.parametrize("history", [ends_with_tool_calls, ends_without_tool_calls, ends_with_user])
+def test_a_siblings_last_message_is_what_validation_makes_and_copies_apart(
+    history: Callable[[], list[Message]],
+) -> None:
+    """Siblings' last messages and directives share their fields sets: each still equals
+    its validated twin, and a copy with a field changed leaves its siblings' sets alone."""
+    base = fork_base(history())
+    one = fork_messages(base, "first")[-1]
+    two = fork_messages(base, "second")[-1]
+    assert isinstance(one, UserMessage)
+    validated = UserMessage(content=one.content, origin="fork")
+    assert one == validated
+    assert one.model_fields_set == validated.model_fields_set == {"content", "origin"}
+    directive = one.content[-1]
+    assert directive == TextBlock(text=directive_text("first"))
+    assert directive.model_fields_set == {"text"}
+    changed = one.model_copy(update={"origin": "user"})
+    edited = directive.model_copy(update={"type": "text"})
+    assert changed.model_fields_set == {"content", "origin"}
+    assert edited.model_fields_set == {"text", "type"}
+    assert two.model_fields_set == {"content", "origin"}
+    assert two.content[-1].model_fields_set == {"text"}
+    with pytest.raises(ValueError, match="frozen"):
+        directive.text = "changed"  # type: ignore[misc]  # frozen: refused before any set grows
+    assert two.content[-1].model_fields_set == {"text"}

@@ -110,8 +110,11 @@ class Notification:
 
 
 _new_request = trusted(ModelRequest)
-_REQUEST_FIELDS = frozenset(ModelRequest.model_fields)
-"""The fields a request is given: all of them, as ``model_construct`` records when given all."""
+_REQUEST_FIELDS = set(ModelRequest.model_fields)
+"""The fields a request is given: all of them, as ``model_construct`` records when given all.
+Every request shares this one set: requests are frozen (pydantic refuses to set a field
+before it would add to it; a copy gets its own), and each run keeps its last request for
+the session's life, so a set per request would be one more object for the collector."""
 
 _NO_USAGE = Usage()
 """Every run's usage before its first response: one frozen value, not one per run."""
@@ -242,7 +245,7 @@ class AgentRun:
             "settings": self.settings,
             "shared_prefix_end": self.shared_prefix_end,
         }
-        return _new_request(values, set(_REQUEST_FIELDS))
+        return _new_request(values, _REQUEST_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,33 @@ K = TypeVar("K")
 T = TypeVar("T")
 
 
+class _Kept(weakref.ref[K], Generic[K, T]):
+    """A weak reference to a rendered object that also carries its id and its rendering: one
+    object per entry for the collector to walk, where a ``KeyedRef`` in a tuple is two."""
+
+    __slots__ = ("key", "rendered")
+    key: int
+    rendered: T
+
+    def __new__(
+        cls, item: K, callback: Callable[[_Kept[K, T]], object], key: int, rendered: T
+    ) -> _Kept[K, T]:
+        kept = super().__new__(cls, item, callback)
+        kept.key = key
+        kept.rendered = rendered
+        return kept
+
+    def __init__(
+        self, item: K, callback: Callable[[_Kept[K, T]], object], key: int, rendered: T
+    ) -> None:
+        super().__init__(item, callback)  # type: ignore[call-arg]  # typeshed gives ref no __init__
+
+
 class SharedRenderings(Generic[K, T]):
     """One rendering per live (frozen) object, dropped when the object is."""
 
     def __init__(self) -> None:
-        self._by_id: dict[int, tuple[weakref.KeyedRef[int, K], T]] = {}
+        self._by_id: dict[int, _Kept[K, T]] = {}
         # One callback for every entry; the key rides on its reference (a closure per entry
         # would be four more objects kept, for the collector to walk, per rendered object).
         self._drop = self._forget
@@ -35,18 +57,17 @@ class SharedRenderings(Generic[K, T]):
     def get(self, item: K, render: Callable[[K], T]) -> T:
         key = id(item)
         found = self._by_id.get(key)
-        if found is not None and found[0]() is item:
-            return found[1]
+        if found is not None and found() is item:
+            return found.rendered
         rendered = render(item)
-        self._by_id[key] = (weakref.KeyedRef(item, self._drop, key), rendered)
+        self._by_id[key] = _Kept(item, self._drop, key, rendered)
         return rendered
 
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def _forget(self, gone: weakref.KeyedRef[int, K]) -> None:
-        found = self._by_id.get(gone.key)
-        if found is not None and found[0] is gone:  # not a newer object with the same id
+    def _forget(self, gone: _Kept[K, T]) -> None:
+        if self._by_id.get(gone.key) is gone:  # not a newer object with the same id
             del self._by_id[gone.key]
 
 
