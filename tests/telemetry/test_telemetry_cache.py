@@ -6,6 +6,8 @@ import json
 from typing import TypedDict
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from forkagent._orchestration.fork import fork_base, fork_from
 from forkagent.messages import (
@@ -372,3 +374,26 @@ def test_explain_extension_gives_explains_report(case: str) -> None:
 
     assert fast == explain(PREVIOUS, NEXT, usage, **options)
     assert added_sizes(request(user("Somewhere else entirely.")), PREVIOUS) is None
+
+
+@given(st.integers(0, 10**6), st.integers(0, 10**6), st.integers(0, 10**6), st.integers(0, 10**6))
+def test_a_reports_token_counts_are_its_usages_whichever_cache_writes_it_holds(
+    fresh: int, read: int, five_minutes: int, one_hour: int
+) -> None:
+    """The report reads a usage's counts from its fields, restating ``Usage``'s sums (a call
+    fewer per response): they must stay the same sums, for both kinds of cache write."""
+    usage = Usage(
+        input_tokens=fresh,
+        cache_read_tokens=read,
+        cache_write_5m_tokens=five_minutes,
+        cache_write_1h_tokens=one_hour,
+    )
+    for report in (
+        explain(PREVIOUS, NEXT, usage, profile=ANTHROPIC),
+        explain_extension(PREVIOUS, usage, shared_bytes=100, total_bytes=200, profile=ANTHROPIC),
+    ):
+        assert (report.prompt_tokens, report.read_tokens, report.write_tokens) == (
+            usage.prompt_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+        )
