@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeGuard, get_args
 
-from .._construct import trusted
+from .._construct import slot_setters, trusted
 from ..errors import BudgetExceededError, ModelError, ToolError
 from ..events import (
     AgentKind,
@@ -60,7 +60,6 @@ from ..models.base import (
 from ..permissions import PermissionPolicy
 from ..pricing import cost
 from ..requests import BlockPosition, ModelRequest, ModelSettings, ToolSpec
-from ..telemetry.cache import slot_setters
 from ..tools.base import Tool, ToolContext, ToolOutput
 from ..usage import Usage
 from .budget import Budget

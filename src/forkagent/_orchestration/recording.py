@@ -43,6 +43,7 @@ from ..state.transcript import (
     check_written,
     flush_transcripts,
     make_state_dir,
+    running_loop,
     shared_length,
     state_dir,
     transcript_name,
@@ -154,7 +155,7 @@ class Recorder:
             if held[1] is writer:
                 return
             self._release()
-        if (loop := _running_loop()) is None or not writer.hold():
+        if (loop := running_loop()) is None or not writer.hold():
             return  # off a loop each line goes at once; in a ``together`` block, with it
         self._held = (agent_id, writer)
         if self._releasing is not loop:
@@ -334,9 +335,6 @@ _RECORD: dict[type[Event], Callable[[Recorder, AgentRun, Any], object]] = {
 """What the recorder does with each event type it records (``TranscriptWriter.RECORDED_EVENTS``),
 by exact type: one look-up, then straight to its lines and rows. ``Any``: each takes the type
 it is kept under."""
-
-_running_loop = asyncio.events._get_running_loop
-"""The running loop or None, in C (``get_running_loop`` raises outside a loop)."""
 
 
 def header_for(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from .._construct import slot_setters
 from ..errors import (
     AgentLimitError,
     AgentSpawnError,
@@ -31,7 +32,6 @@ from ..permissions import PermissionPolicy
 from ..permissions.filters import ToolFilter
 from ..requests import ModelRequest
 from ..state.worktrees import Worktree, create_worktree, finish_worktree, worktree_notice
-from ..telemetry.cache import slot_setters
 from ..telemetry.monitor import CacheMonitor
 from ..tools.spawn import SpawnRequest
 from .budget import Budget, Limits, require_price

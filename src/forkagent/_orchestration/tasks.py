@@ -13,9 +13,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._construct import slot_setters
 from ..events import AgentKind, AgentStatus
 from ..pricing import cost
-from ..telemetry.cache import slot_setters
 from ..usage import Usage
 from .loop import AgentRun
 

@@ -55,7 +55,7 @@ from ..requests import BlockPosition, ModelSettings, ToolSpec
 from ..telemetry.cache import CacheReport
 from ..usage import Usage
 from ._append_helper import OpenFiles
-from ._appends import BACKGROUND, OPEN_FILES, BackgroundAppends
+from ._appends import BACKGROUND, OPEN_FILES, BackgroundAppends, _running_loop
 
 logger = logging.getLogger(__name__)
 
@@ -1337,6 +1337,11 @@ def check_written(file: str) -> None:
 _WRITTEN_HEADS: SharedHeads[ContentBlock, tuple[str, str, int]] = SharedHeads()
 """Where a long message was written whole (folder, agent, line), by its blocks but the last:
 a sibling's message that starts with the same blocks refers to that line."""
+
+
+running_loop = _running_loop
+"""The running loop or None (in C, without raising off a loop): a writer of lines held until
+the turn's end (``at_turn_end``) asks it per line."""
 
 
 def at_turn_end(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:

@@ -11,14 +11,15 @@ provider's tokenizer better than any local one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from json.encoder import encode_basestring
 from operator import attrgetter
-from typing import Any, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 from pydantic import TypeAdapter
 
+from .._construct import slot_setters
 from ..history import HistoryView
 from ..messages import ContentBlock, JsonValue, Message, TextBlock
 from ..models._shared import HEAD_MIN, SharedHeads, SharedRenderings
@@ -130,16 +131,6 @@ class CacheReport:
 
 
 _JSON: TypeAdapter[CacheReport] = TypeAdapter(CacheReport)
-
-
-def slot_setters(cls: type) -> list[Callable[[Any, Any], None]]:
-    """The slot setters of a frozen slots dataclass's fields, in field order.
-
-    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; the
-    slots' own setters cost under half as much, and the monitor makes a report per response.
-    """
-    setters: list[Callable[[Any, Any], None]] = [cls.__dict__[f.name].__set__ for f in fields(cls)]
-    return setters
 
 
 (_STATUS, _PROMPT, _READ, _WRITE, _EXPECTED, _FINDINGS, _DIFFERENCE, _COMPARED, _DIAGNOSIS) = (

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, get_args
 
+from .._construct import slot_setters
 from ..events import (
     AgentKind,
     AgentStarted,
@@ -41,7 +42,6 @@ from .cache import (
     block_sizes,
     explain,
     explain_extension,
-    slot_setters,
 )
 
 logger = logging.getLogger("forkagent.cache")
