@@ -10,13 +10,16 @@ process whose memos start empty, so a reuse that went stale would show.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 from typing import Any
 
 from _emu_helpers import OPUS_41, text
 
-from forkagent.emulator import Emulator
+from forkagent.emulator import EmulatedRequest, Emulator, Reply
+from forkagent.emulator.anthropic_api import _Prompt
 from forkagent.emulator.memo import forget_everything
-from forkagent.emulator.timing import NO_LATENCY
+from forkagent.emulator.timing import NO_LATENCY, Latency
 
 Body = dict[str, Any]
 CALLS = 12
@@ -134,3 +137,21 @@ async def test_a_miss_after_a_stretch_known_from_another_emulator_is_placed_wher
     warm = await explained(warm_elsewhere=True)
     assert warm == await explained(warm_elsewhere=False)
     assert warm[-1] == ("prefix_changed", "messages[2].content[30]")
+
+
+async def test_a_request_holds_no_parsed_prompt_while_its_response_is_on_its_way() -> None:
+    """The blocks are let go once the cache is accounted: N children of one reply waiting
+    for their responses do not each hold O(N) of them."""
+    accounted = asyncio.Event()
+
+    def policy(request: EmulatedRequest) -> Reply:
+        accounted.set()
+        return Reply(text="Done.")
+
+    emulator = Emulator(latency=Latency(ttft=30.0), policy=policy)
+    reply = _calls()
+    body = _child(reply, _results([c["id"] for c in reply]), 0)
+    sent = asyncio.create_task(emulator.dispatch("POST", "/v1/messages", body))
+    await accounted.wait()  # the request is now waiting out its time to first token
+    assert not [o for o in gc.get_objects() if type(o) is _Prompt]  # none left to collect
+    sent.cancel()

@@ -383,7 +383,7 @@ class AnthropicTurn(Turn):
         with one_request(frozen=call.frozen):
             if not api.catalog.lenient:
                 anthropic_rules.check_create(body, api.catalog)
-            self._prompt = _Prompt.parse(body)
+            self._prompt: _Prompt | None = _Prompt.parse(body)
             self.model = self._prompt.model
             self.request = self._view(call)  # in the scope: its text reuses the parse's keys
         max_tokens: int = require(body, "max_tokens", int)
@@ -446,8 +446,12 @@ class AnthropicTurn(Turn):
         )
 
     def account(self, now: float, writer: int, message_id: str) -> CacheResult:
+        # The prompt's blocks are let go here: a response being streamed no longer needs
+        # them, and N children of one reply in flight would each keep O(N) of them alive.
+        prompt, self._prompt = self._prompt, None
+        if prompt is None:
+            raise RuntimeError("a Messages turn is accounted once")
         rules = BlockRules(min_tokens=anthropic_min_tokens(self.model))
-        prompt = self._prompt
         result = self._api.cache.evaluate(
             self.model,
             prompt.blocks,
@@ -461,11 +465,11 @@ class AnthropicTurn(Turn):
         )
         fingerprint = prompt.fingerprint(result.cached_prefix_tokens)
         if self._wants_diagnostics:
-            self._diagnosis = self._diagnose(fingerprint, result)
+            self._diagnosis = self._diagnose(prompt, fingerprint, result)
         self._api.remember(message_id, fingerprint)
         return result
 
-    def _diagnose(self, now: _Fingerprint, result: CacheResult) -> Json | None:
+    def _diagnose(self, prompt: _Prompt, now: _Fingerprint, result: CacheResult) -> Json | None:
         """``diagnostics`` of the response: null when the prefix was kept."""
         if self._previous is None:
             return None
@@ -480,7 +484,7 @@ class AnthropicTurn(Turn):
             reason = "tools_changed"
         elif now.system != before.system:
             reason = "system_changed"
-        elif not self._prompt.extends(before.messages):
+        elif not prompt.extends(before.messages):
             reason = "messages_changed"
         elif now.settings != before.settings:
             return {"cache_miss_reason": {"type": "unavailable"}}
