@@ -8,6 +8,7 @@ running when the session closes: nothing leaks.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -123,16 +124,21 @@ class AgentTask:
     """``wait()``'s futures not handed the result yet; None until the first."""
     _held: Callable[[], Coroutine[Any, Any, TaskResult]] | None = None
     """Its run while its family holds it (``hold``): the task is made when released."""
+    _context: contextvars.Context | None = None
+    """The task's context, which ``_hand_out`` runs in too (see ``_call_at_end``)."""
 
     def begin(self, work: Callable[[], Coroutine[Any, Any, TaskResult]]) -> None:
         """Make ``work()`` this child's task."""
         if (family := self.run.family) is not None:
             family.began()
         # The loop's own ``create_task``, given the name: what ``asyncio.create_task`` does,
-        # without its wrapper and its naming the task after it is made (two calls fewer).
-        self._task = task = asyncio.get_running_loop().create_task(work(), name=self.run.id)
+        # without its wrapper and its naming the task after it is made (two calls fewer). The
+        # context is the copy ``create_task`` would make, kept for ``_call_at_end``.
+        self._context = context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        self._task = task = loop.create_task(work(), name=self.run.id, context=context)
         if self._waiters is not None:  # waited for while it was held
-            task.add_done_callback(self._hand_out)
+            self._call_at_end(task)
 
     def hold(self, work: Callable[[], Coroutine[Any, Any, TaskResult]]) -> None:
         """Keep ``work`` until ``begin_held``: its family releases it, or it is cancelled."""
@@ -168,11 +174,17 @@ class AgentTask:
         if self._waiters is None:
             self._waiters = []
             if task is not None:  # else ``begin`` adds it
-                task.add_done_callback(self._hand_out)
+                self._call_at_end(task)
         else:  # waiters given up on (cancelled) need not wait for the end to be dropped
             self._waiters = [w for w in self._waiters if not w.done()]
         self._waiters.append(waiter)
         return waiter
+
+    def _call_at_end(self, task: asyncio.Task[TaskResult]) -> None:
+        """``_hand_out`` when ``task`` ends, run in the task's own context: the task is done
+        by then, so nothing else is in it (and it is only ever entered on its loop's thread),
+        and no copy of the caller's context is kept per waited child."""
+        task.add_done_callback(self._hand_out, context=self._context)
 
     def hand_out(self, result: TaskResult) -> None:
         """``result`` to each waiter still waiting, from the task's last step (it returns
