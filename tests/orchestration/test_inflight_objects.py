@@ -189,3 +189,36 @@ async def test_forks_without_limits_share_a_budget_and_the_tree_counts_them_all(
     assert runtime.tree_budget.tokens == everyone.total_tokens
     assert runtime.tree_budget.turns == sum(run.turns for run in runtime.runs.values())
     assert [result.status for result in results] == ["completed"] * 3
+
+
+@pytest.mark.parametrize("ending", ["result", "error", "cancelled"])
+@pytest.mark.parametrize("count", [1, 2, 3])
+async def test_one_waiter_kept_alone_gets_what_several_in_a_list_get(
+    ending: str, count: int
+) -> None:
+    go = asyncio.Event()
+
+    async def body() -> TaskResult:
+        await go.wait()
+        if ending == "error":
+            raise RuntimeError("lost")
+        if ending == "cancelled":
+            raise asyncio.CancelledError
+        return RESULT
+
+    async def outcome(waiter: asyncio.Future[TaskResult]) -> str:
+        try:
+            return (await waiter).output
+        except asyncio.CancelledError:
+            return "cancelled"
+        except RuntimeError as exc:
+            return str(exc)
+
+    handle = _handle()
+    handle.begin(body)
+    waiters = [handle.wait() for _ in range(count)]
+    assert (handle._waiters is waiters[0]) == (count == 1)  # alone, else listed
+    go.set()
+    expected = {"result": "done", "error": "lost", "cancelled": "cancelled"}[ending]
+    assert [await outcome(w) for w in waiters] == [expected] * count
+    assert handle._waiters is None

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from .._construct import slot_setters
 from ..events import AgentKind, AgentStatus
@@ -99,6 +99,17 @@ def task_result(
     return result
 
 
+_Waiters: TypeAlias = "asyncio.Future[TaskResult] | list[asyncio.Future[TaskResult]]"
+"""A child's waiters: one alone, or several in a list."""
+
+
+def _each(waiters: _Waiters | None) -> Sequence[asyncio.Future[TaskResult]]:
+    """Every waiter, however they are kept."""
+    if waiters is None:
+        return ()
+    return (waiters,) if isinstance(waiters, asyncio.Future) else waiters
+
+
 @dataclass(eq=False)
 class AgentTask:
     """A running child. ``background`` flips to True when it is moved there."""
@@ -120,8 +131,9 @@ class AgentTask:
     _task: asyncio.Task[TaskResult] | None = None
     _to_background: asyncio.Event | None = None
     """Made when first needed: most children are never waited for in the foreground."""
-    _waiters: list[asyncio.Future[TaskResult]] | None = None
-    """``wait()``'s futures not handed the result yet; None until the first."""
+    _waiters: _Waiters | None = None
+    """``wait()``'s futures not handed the result yet; None until the first, which is kept
+    alone (most children are waited for once: no list each)."""
     _held: Callable[[], Coroutine[Any, Any, TaskResult]] | None = None
     """Its run while its family holds it (``hold``): the task is made when released."""
     _context: contextvars.Context | None = None
@@ -171,13 +183,12 @@ class AgentTask:
             return task
         loop = task.get_loop() if task is not None else asyncio.get_running_loop()
         waiter: asyncio.Future[TaskResult] = loop.create_future()
-        if self._waiters is None:
-            self._waiters = []
+        if (waiters := self._waiters) is None:
+            self._waiters = waiter
             if task is not None:  # else ``begin`` adds it
                 self._call_at_end(task)
         else:  # waiters given up on (cancelled) need not wait for the end to be dropped
-            self._waiters = [w for w in self._waiters if not w.done()]
-        self._waiters.append(waiter)
+            self._waiters = [*(w for w in _each(waiters) if not w.done()), waiter]
         return waiter
 
     def _call_at_end(self, task: asyncio.Task[TaskResult]) -> None:
@@ -198,13 +209,13 @@ class AgentTask:
             return
         assert self._task is not None
         self._task.remove_done_callback(self._hand_out)
-        for waiter in waiters:
+        for waiter in _each(waiters):
             if not waiter.done():
                 waiter.set_result(result)
 
     def _hand_out(self, task: asyncio.Task[TaskResult]) -> None:
         """The task ended: each waiter still waiting gets its outcome, as from a shield."""
-        waiters, self._waiters = self._waiters or [], None
+        waiters, self._waiters = _each(self._waiters), None
         outcome = None if task.cancelled() else task.exception()  # marks it retrieved
         for waiter in waiters:
             if waiter.done():
