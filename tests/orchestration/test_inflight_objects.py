@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import gc
+import types
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
 import pytest
 
-from forkagent import ForkParams, Limits
+from forkagent import ForkParams, Limits, RuntimeOptions
 from forkagent._orchestration.budget import Budget
 from forkagent._orchestration.loop import AgentRun, run_loop
 from forkagent._orchestration.tasks import AgentTask, TaskResult
+from forkagent.emulator import Emulator
+from forkagent.emulator.timing import NO_LATENCY
 from forkagent.errors import BudgetExceededError
 from forkagent.models.base import CALLER, Caller
+from forkagent.models.emulator import EmulatorModel
 from forkagent.models.function import Reply
 from forkagent.requests import ModelRequest
 from forkagent.testing import FunctionModel, reply, tool_call
@@ -222,3 +227,25 @@ async def test_one_waiter_kept_alone_gets_what_several_in_a_list_get(
     expected = {"result": "done", "error": "lost", "cancelled": "cancelled"}[ending]
     assert [await outcome(w) for w in waiters] == [expected] * count
     assert handle._waiters is None
+
+
+async def test_a_held_sibling_keeps_no_bound_method_of_its_own(tmp_path: Path) -> None:
+    """Its family keeps the handle itself, and its work is the runtime's function with its
+    arguments; the held still begin in order and complete."""
+    model = EmulatorModel("claude-sonnet-4-6", Emulator(latency=NO_LATENCY))
+    options = RuntimeOptions(resume_on_notification=False)
+    agent = make_agent(model, tmp_path, registry=False, skip_transcript=True, options=options)
+    async with agent.session() as session:
+        await session.send("Plan the work.")
+        tasks = await session.fork([f"Do task {n}." for n in range(5)], background=True)
+        held = [task for task in tasks if task._held is not None]
+        assert len(held) == 4  # all but the leader, until its response starts
+        family = held[0].run.family
+        assert family is not None
+        assert family._held == held
+        for task in held:
+            work = task._held
+            assert isinstance(work, functools.partial)
+            assert not isinstance(work.func, types.MethodType)
+        results = await asyncio.gather(*(task.wait() for task in tasks))
+    assert [result.status for result in results] == ["completed"] * 5
