@@ -29,6 +29,7 @@ from forkagent.models.base import CALLER, Caller
 from forkagent.models.emulator import EmulatorModel
 from forkagent.models.function import Reply
 from forkagent.requests import ModelRequest
+from forkagent.state.transcript import read_transcript, transcript_path
 from forkagent.testing import FunctionModel, reply, tool_call
 from forkagent.tools import tool
 from forkagent.usage import Usage
@@ -249,3 +250,19 @@ async def test_a_held_sibling_keeps_no_bound_method_of_its_own(tmp_path: Path) -
             assert not isinstance(work.func, types.MethodType)
         results = await asyncio.gather(*(task.wait() for task in tasks))
     assert [result.status for result in results] == ["completed"] * 5
+
+
+async def test_recorded_runs_share_the_recorders_one_bound_sync(tmp_path: Path) -> None:
+    """Every recorded run is told of its changes through one bound method, and a fork's
+    transcript still gets its reply."""
+    model = FunctionModel(lambda request: "Scope: done.")
+    async with make_agent(model, tmp_path, registry=False).session() as session:
+        await session.send("plan")
+        tasks = await session.fork(["a", "b"], background=True)
+        await asyncio.gather(*(task.wait() for task in tasks))
+        runs = [session.root, *(session._runtime.runs[task.id] for task in tasks)]
+    assert runs[0].on_change is not None
+    assert all(run.on_change is runs[0].on_change for run in runs)
+    for task in tasks:
+        transcript = read_transcript(transcript_path(session.root.id, task.id))
+        assert transcript.messages[-1].text == "Scope: done."
