@@ -1,8 +1,9 @@
 """What an in-flight fork keeps for the collector: no object it can do without.
 
 Each cut must behave as the general path it replaces: the caller tag put back by value, a
-waited child's end handed out in its task's own context, one budget for every agent without
-limits of its own.
+waited child's end handed out in its task's own context, a lone waiter kept without a list,
+one budget for every agent without limits of its own, a held sibling kept by its handle, one
+bound ``on_change`` for every recorded run.
 """
 
 from __future__ import annotations
