@@ -52,15 +52,11 @@ class Budget:
         if (seconds := limits.max_seconds) is not None:
             own = (self.started + seconds, seconds)
             deadline = own if deadline is None or own < deadline else deadline
-        limited = (
-            limits.max_turns is not None
-            or limits.max_tokens is not None
-            or limits.max_cost is not None
-            or seconds is not None
-        )
-        self._capped: tuple[Budget, ...] = (self, *capped) if limited else capped
+        self._capped: tuple[Budget, ...] = (self, *capped) if _capping(limits) else capped
         """This budget and its ancestors that have a limit, nearest first: what ``check`` reads."""
         self._deadline: tuple[float, float] | None = deadline
+        self._uncapped: Budget | None = None
+        """The one child budget of every agent without limits of its own (``child``)."""
 
     @property
     def unlimited(self) -> bool:
@@ -68,7 +64,15 @@ class Budget:
         return not self._capped
 
     def child(self, limits: Limits = Limits()) -> Budget:
-        return Budget(limits, parent=self)
+        """A budget under this one. Agents without limits of their own share one: nothing
+        reads its counters (``check`` reads capped budgets only, and its deadline is this
+        one's), so it passes their charges up as a budget each would, without an object
+        per fork (its counters are those agents' together)."""
+        if _capping(limits):
+            return Budget(limits, parent=self)
+        if self._uncapped is None:
+            self._uncapped = Budget(limits, parent=self)
+        return self._uncapped
 
     def all_limits(self) -> list[Limits]:
         """This budget's limits and its ancestors': every cap its agent runs under."""
@@ -126,6 +130,16 @@ class Budget:
             raise BudgetExceededError(
                 "max_seconds", f"ran {elapsed:.1f}s of a {limits.max_seconds:.1f}s limit"
             )
+
+
+def _capping(limits: Limits) -> bool:
+    """Whether ``limits`` has a limit: a budget with them can stop its agent itself."""
+    return (
+        limits.max_turns is not None
+        or limits.max_tokens is not None
+        or limits.max_cost is not None
+        or limits.max_seconds is not None
+    )
 
 
 def require_price(model: str, *limits: Limits) -> None:

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from ..errors import StreamInterruptedError
 from ..models.base import Model, ModelResponse, ResponseComplete, Warmup
@@ -21,6 +21,12 @@ from ..requests import ModelRequest
 
 FanoutMode = Literal["auto", "off", "prewarm"]
 logger = logging.getLogger(__name__)
+
+
+class Held(Protocol):
+    """A member held until the release (an ``AgentTask``)."""
+
+    def begin_held(self) -> None: ...
 
 
 @dataclass(eq=False)
@@ -38,9 +44,10 @@ class ForkFamily:
     its waiters removes itself from a deque, O(siblings) each, O(siblings²) a family."""
     running: int = 0
     """Members whose tasks have begun and not ended (``began``, ``ended``)."""
-    _held: list[Callable[[], object]] = field(default_factory=list)
+    _held: list[Held] = field(default_factory=list)
     """Members whose tasks are not made until the release: each would only start, wait for
-    it and be woken, one more step of the event loop per sibling (``hold``)."""
+    it and be woken, one more step of the event loop per sibling (``hold``). The members
+    themselves, not a bound ``begin_held`` kept per held sibling."""
 
     def __post_init__(self) -> None:
         if self.warmup == "none":
@@ -69,9 +76,9 @@ class ForkFamily:
         the family or, ending without, begins the held ones (``ended``)."""
         return self.running > 0 and not self.released
 
-    def hold(self, begin: Callable[[], object]) -> None:
-        """``begin`` makes a held member's task, at the release or when no member runs."""
-        self._held.append(begin)
+    def hold(self, member: Held) -> None:
+        """``member.begin_held()`` makes its task, at the release or when no member runs."""
+        self._held.append(member)
 
     def began(self) -> None:
         self.running += 1
@@ -97,8 +104,8 @@ class ForkFamily:
     def begin_held(self) -> None:
         """Begin the held members' tasks, in the order they started."""
         held, self._held = self._held, []
-        for begin in held:
-            begin()
+        for member in held:
+            member.begin_held()
 
 
 Prewarm = Callable[[ModelRequest], Awaitable[bool]]

@@ -405,7 +405,10 @@ async def _request(run: AgentRun) -> ModelResponse:
         if (release := family.wait()) is not None:
             await release
     started = time.monotonic()
-    caller = CALLER.set(_caller(run))
+    # Set and put back by value, not by ``reset``: a ``Token`` would live as long as the request
+    # (one object more per request in flight for the collector); CALLER's default is None.
+    outer = CALLER.get()
+    CALLER.set(_caller(run))
     try:
         with request_timeout(run.timeout):
             if sibling:
@@ -419,7 +422,7 @@ async def _request(run: AgentRun) -> ModelResponse:
             "raise request_timeout or check the provider"
         ) from None
     finally:
-        CALLER.reset(caller)
+        CALLER.set(outer)
     run.last_request = request
     usage = run.last_usage = response.usage
     run.turns += 1

@@ -82,9 +82,12 @@ class Recorder:
     _releasing: asyncio.AbstractEventLoop | None = field(init=False, default=None)
     """The loop whose turn's end releases what is held (not another loop's, which may have
     closed before its turn ended)."""
+    _on_change: Callable[[AgentRun], None] = field(init=False, repr=False)
+    """``_sync`` bound once, every recorded run's ``on_change``: not a bound method per run."""
 
     def __post_init__(self) -> None:
         self._folder = str(tree_folder(self.root_id, base=self.state))
+        self._on_change = self._sync
         if self.registry is not None:
             self.registry_writes = RegistryWriter(self.registry)
 
@@ -206,7 +209,7 @@ class Recorder:
                     self._header(writer, run, background)  # with its status line
             except TranscriptError as exc:
                 self._stop_recording(run.id, exc)
-            run.on_change = self._sync
+            run.on_change = self._on_change
         if (writes := self.registry_writes) is not None:
             writes.register_started(
                 run.id,

@@ -547,12 +547,14 @@ class Runtime:
             if estimate is not None:
                 details["estimate"] = estimate.summary()
         self.emit(_agent_started(run, background, details))
-        work = functools.partial(self._execute, task, prepared)
+        # The function and the runtime, not a bound method: a held sibling keeps its ``work``
+        # until the release, and a bound method would be one object more each.
+        work = functools.partial(Runtime._execute, self, task, prepared)
         if (family := run.family) is None:
             task.begin(work)
         elif family.holds() and self._may_hold(run):
             task.hold(work)
-            family.hold(task.begin_held)
+            family.hold(task)
         else:
             family.begin_held()  # those held begin first: every member begins in its order
             task.begin(work)

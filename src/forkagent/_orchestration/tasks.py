@@ -8,10 +8,11 @@ running when the session closes: nothing leaks.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from .._construct import slot_setters
 from ..events import AgentKind, AgentStatus
@@ -98,6 +99,17 @@ def task_result(
     return result
 
 
+_Waiters: TypeAlias = "asyncio.Future[TaskResult] | list[asyncio.Future[TaskResult]]"
+"""A child's waiters: one alone, or several in a list."""
+
+
+def _each(waiters: _Waiters | None) -> Sequence[asyncio.Future[TaskResult]]:
+    """Every waiter, however they are kept."""
+    if waiters is None:
+        return ()
+    return (waiters,) if isinstance(waiters, asyncio.Future) else waiters
+
+
 @dataclass(eq=False)
 class AgentTask:
     """A running child. ``background`` flips to True when it is moved there."""
@@ -119,20 +131,26 @@ class AgentTask:
     _task: asyncio.Task[TaskResult] | None = None
     _to_background: asyncio.Event | None = None
     """Made when first needed: most children are never waited for in the foreground."""
-    _waiters: list[asyncio.Future[TaskResult]] | None = None
-    """``wait()``'s futures not handed the result yet; None until the first."""
+    _waiters: _Waiters | None = None
+    """``wait()``'s futures not handed the result yet; None until the first, which is kept
+    alone (most children are waited for once: no list each)."""
     _held: Callable[[], Coroutine[Any, Any, TaskResult]] | None = None
     """Its run while its family holds it (``hold``): the task is made when released."""
+    _context: contextvars.Context | None = None
+    """The task's context, which ``_hand_out`` runs in too (see ``_call_at_end``)."""
 
     def begin(self, work: Callable[[], Coroutine[Any, Any, TaskResult]]) -> None:
         """Make ``work()`` this child's task."""
         if (family := self.run.family) is not None:
             family.began()
         # The loop's own ``create_task``, given the name: what ``asyncio.create_task`` does,
-        # without its wrapper and its naming the task after it is made (two calls fewer).
-        self._task = task = asyncio.get_running_loop().create_task(work(), name=self.run.id)
+        # without its wrapper and its naming the task after it is made (two calls fewer). The
+        # context is the copy ``create_task`` would make, kept for ``_call_at_end``.
+        self._context = context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        self._task = task = loop.create_task(work(), name=self.run.id, context=context)
         if self._waiters is not None:  # waited for while it was held
-            task.add_done_callback(self._hand_out)
+            self._call_at_end(task)
 
     def hold(self, work: Callable[[], Coroutine[Any, Any, TaskResult]]) -> None:
         """Keep ``work`` until ``begin_held``: its family releases it, or it is cancelled."""
@@ -165,14 +183,19 @@ class AgentTask:
             return task
         loop = task.get_loop() if task is not None else asyncio.get_running_loop()
         waiter: asyncio.Future[TaskResult] = loop.create_future()
-        if self._waiters is None:
-            self._waiters = []
+        if (waiters := self._waiters) is None:
+            self._waiters = waiter
             if task is not None:  # else ``begin`` adds it
-                task.add_done_callback(self._hand_out)
+                self._call_at_end(task)
         else:  # waiters given up on (cancelled) need not wait for the end to be dropped
-            self._waiters = [w for w in self._waiters if not w.done()]
-        self._waiters.append(waiter)
+            self._waiters = [*(w for w in _each(waiters) if not w.done()), waiter]
         return waiter
+
+    def _call_at_end(self, task: asyncio.Task[TaskResult]) -> None:
+        """``_hand_out`` when ``task`` ends, run in the task's own context: the task is done
+        by then, so nothing else is in it (and it is only ever entered on its loop's thread),
+        and no copy of the caller's context is kept per waited child."""
+        task.add_done_callback(self._hand_out, context=self._context)
 
     def hand_out(self, result: TaskResult) -> None:
         """``result`` to each waiter still waiting, from the task's last step (it returns
@@ -186,13 +209,13 @@ class AgentTask:
             return
         assert self._task is not None
         self._task.remove_done_callback(self._hand_out)
-        for waiter in waiters:
+        for waiter in _each(waiters):
             if not waiter.done():
                 waiter.set_result(result)
 
     def _hand_out(self, task: asyncio.Task[TaskResult]) -> None:
         """The task ended: each waiter still waiting gets its outcome, as from a shield."""
-        waiters, self._waiters = self._waiters or [], None
+        waiters, self._waiters = _each(self._waiters), None
         outcome = None if task.cancelled() else task.exception()  # marks it retrieved
         for waiter in waiters:
             if waiter.done():
