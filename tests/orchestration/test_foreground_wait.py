@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
+import pytest
+
+from forkagent._orchestration.loop import AgentRun
 from forkagent._orchestration.runtime import RuntimeOptions
+from forkagent._orchestration.tasks import AgentTask
 from forkagent.events import AgentMovedToBackground, AgentStarted, Event
 from forkagent.requests import ModelRequest
 from forkagent.testing import reply, tool_call
@@ -85,3 +91,23 @@ async def test_a_sync_child_costs_its_parent_no_task_to_wait_on(tmp_path: Path) 
     one = await _tasks_while_children_run(tmp_path / "one", 1)
     four = await _tasks_while_children_run(tmp_path / "four", 4)
     assert four - one == 3 * 2
+
+
+async def test_a_move_that_comes_with_the_waits_cancellation_cancels_the_child(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The parent's wait is cancelled in the very step its child is moved: the child was
+    still in the foreground, so it is cancelled with the wait (the cancellation wins, as
+    when the wait was ``asyncio.wait``), and the move's outcome is not logged as lost."""
+    task = AgentTask(run=cast(AgentRun, None), kind="fork", label="held", background=False)
+    waiting = asyncio.create_task(task.wait_foreground(None))
+    await asyncio.sleep(0)  # it waits now, on a waiter of its own (the child is held: no task)
+    task.move_to_background()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert task.cancel_requested
+    assert not task.background
+    del task, waiting
+    gc.collect()
+    assert "never retrieved" not in caplog.text
