@@ -153,7 +153,9 @@ def fork_messages(base: ForkBase, directive: str) -> HistoryView[Message]:
     family (``_TEXT_SET``, the family's last message's): frozen, nothing adds to it.
     """
     text = _new_text_block({"type": "text", "text": directive_text(directive)}, _TEXT_SET)
-    values = {**base.last.__dict__, "content": (*base.head, text)}
+    # One concatenation, not an unpacking (a list built, then copied to a tuple): the head
+    # holds a reply's N placeholders, so this is a pass over N per child, not three.
+    values = {**base.last.__dict__, "content": base.head + (text,)}  # noqa: RUF005
     last = _new_user_message(values, base.last.model_fields_set)
     return base.messages.extended((last,))
 

@@ -257,7 +257,16 @@ class Runtime:
             task, header = await self._launch(parent, request)
         finally:
             self.launching -= 1
-        return await self._report(task, header)
+        # The report is made here, not in a coroutine of its own: a sync child's parent waits
+        # in this frame, and N forks in one reply keep N such chains alive while they run.
+        prefix = f"[{header}]\n" if header else ""
+        if task.background:
+            return prefix + background_launch_text(task.id, task.label)
+        result = await task.wait_foreground(self.options.auto_background_after)
+        if result is None:
+            self.emit(AgentMovedToBackground(task.id))
+            return prefix + moved_to_background_text(task.id, task.label)
+        return prefix + _result_text(result)
 
     async def _launch(self, parent: AgentRun, request: SpawnRequest) -> tuple[AgentTask, str]:
         """Route, prepare and start the child; the header tells the model how it was routed."""
@@ -394,16 +403,6 @@ class Runtime:
             return (str(result.path), result.branch) if result.kept else None
 
         child.finish = finish
-
-    async def _report(self, task: AgentTask, header: str) -> str:
-        prefix = f"[{header}]\n" if header else ""
-        if task.background:
-            return prefix + background_launch_text(task.id, task.label)
-        result = await task.wait_foreground(self.options.auto_background_after)
-        if result is None:
-            self.emit(AgentMovedToBackground(task.id))
-            return prefix + moved_to_background_text(task.id, task.label)
-        return prefix + _result_text(result)
 
     def _parent_state(self, parent: AgentRun) -> _ParentState:
         """What the forks of ``parent``'s current state share, made by the first of them."""

@@ -129,8 +129,10 @@ class AgentTask:
     _driving: bool = False
     """True while its turns run: the only phase a cancel interrupts (the runtime sets it)."""
     _task: asyncio.Task[TaskResult] | None = None
-    _to_background: asyncio.Event | None = None
-    """Made when first needed: most children are never waited for in the foreground."""
+    _moved: bool = False
+    """Moved to the background by a call (``move_to_background``), not by the clock."""
+    _foreground: asyncio.Future[TaskResult] | None = None
+    """The parent's waiter while it waits in the foreground (``wait_foreground``)."""
     _waiters: _Waiters | None = None
     """``wait()``'s futures not handed the result yet; None until the first, which is kept
     alone (most children are waited for once: no list each)."""
@@ -243,12 +245,14 @@ class AgentTask:
 
     def move_to_background(self) -> None:
         """Let a waiting parent go on; the child continues the same loop."""
-        self._background_signal().set()
+        self._moved = True
+        self._leave_foreground()
 
-    def _background_signal(self) -> asyncio.Event:
-        if self._to_background is None:
-            self._to_background = asyncio.Event()
-        return self._to_background
+    def _leave_foreground(self) -> None:
+        """End the parent's foreground wait, if it waits: the child runs on in the background."""
+        waiter = self._foreground
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(_MovedToBackground())
 
     async def wait_foreground(self, auto_background_after: float | None) -> TaskResult | None:
         """Wait as a sync child; None when it went to the background first.
@@ -256,25 +260,32 @@ class AgentTask:
         If the waiter itself is cancelled (the parent's turn was interrupted),
         a foreground child is cancelled with it; a backgrounded one is spared.
         """
-        # A held child has no task yet: its result comes through a waiter instead.
-        ended: asyncio.Future[TaskResult] = self._task if self._task is not None else self.wait()
-        signal = asyncio.ensure_future(self._background_signal().wait())
-        racing: set[asyncio.Future[Any]] = {ended, signal}
+        if self._moved:  # moved before its parent began to wait
+            self.background = True
+            return None
+        # One waiter ends the wait either way: handed the result as any other (``wait``), or
+        # ended by a move to the background. No task, event or ``asyncio.wait`` per sync child:
+        # a reply with N forks keeps N of them alive while the children run.
+        waiter = self._foreground = self.wait()
+        timer = (
+            None
+            if auto_background_after is None
+            else waiter.get_loop().call_later(auto_background_after, self._leave_foreground)
+        )
         try:
-            done, _ = await asyncio.wait(
-                racing,
-                timeout=auto_background_after,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            return await waiter
+        except _MovedToBackground:
+            self.background = True
+            return None
         except asyncio.CancelledError:
             if not self.background:
                 self.cancel()
             raise
         finally:
-            signal.cancel()
-            if ended is not self._task:
-                ended.cancel()  # a waiter of its own, not to be handed an outcome nobody reads
-        if ended in done:
-            return ended.result()
-        self.background = True
-        return None
+            self._foreground = None
+            if timer is not None:
+                timer.cancel()
+
+
+class _MovedToBackground(Exception):
+    """Set on a sync child's foreground waiter: its parent goes on without the result."""
