@@ -13,7 +13,7 @@ import base64
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -122,7 +122,9 @@ class AnthropicApi:
 class _Prompt:
     """A Messages request laid out as the cache sees it."""
 
-    blocks: tuple[Block, ...]
+    blocks: Sequence[Block]
+    """A list made for this prompt (not copied into a tuple: a child of a reply with N
+    tool calls has 2N blocks)."""
     seeds: Mapping[Layer, bytes]
     model: str
     speed: str | None
@@ -153,6 +155,7 @@ class _Prompt:
             if part.head is not None:
                 runs.append(Run(len(blocks), len(blocks) + part.head[0], part.head[1]))
             blocks += part.blocks
+            blocks += part.last
         top = _mark(body.get("cache_control"), "cache_control")
         found = len(marks) + (top is not None)
         if found > MAX_BREAKPOINTS:
@@ -176,7 +179,7 @@ class _Prompt:
                 }
             ),
         }
-        return cls(tuple(blocks), seeds, model, speed, start, tuple(marks), tuple(runs))
+        return cls(blocks, seeds, model, speed, start, tuple(marks), tuple(runs))
 
     def fingerprint(self, cached_tokens: int) -> _Fingerprint:
         before = self.blocks[: self.message_start]
@@ -244,8 +247,13 @@ class _Part:
     blocks: tuple[Block, ...]
     images: int
     marked: tuple[int, ...]
+    """Positions in ``blocks`` and then ``last``."""
     head: tuple[int, Hashable] | None = None
     """How many of the first blocks are the message's head, and its content key."""
+    last: tuple[Block, ...] = ()
+    """A long message's last block, after its kept head's ``blocks``: the prompt's list
+    takes both, so the head (N blocks for a child of a reply with N calls) is not
+    copied into a tuple of its own first."""
 
 
 def _message_blocks(index: int, message: Any) -> _Part:
@@ -263,10 +271,11 @@ def _message_blocks(index: int, message: Any) -> _Part:
     last = _counted(index, role, contents[-1:], len(contents) - 1)
     shift = len(head.blocks)
     return _Part(
-        head.blocks + last.blocks,
+        head.blocks,
         head.images + last.images,
         head.marked + tuple(shift + i for i in last.marked),
         (shift, (role, key[2])),
+        last.blocks,
     )
 
 
