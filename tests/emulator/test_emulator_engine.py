@@ -148,7 +148,7 @@ def test_profiles_by_model_id() -> None:
 def test_a_chains_counts_follow_what_comes_before_it() -> None:
     """A family's stretch keeps its counts shifted once; another start shifts them again."""
     chain = _Chain(keys=(b"a", b"b", b"c"), tokens=(2, 5, 9))
-    assert list(chain.tokens_after(100)) == [102, 105, 109]
+    assert chain.tokens_after(100) == (102, 105, 109)
     assert chain.tokens_after(100) is chain.tokens_after(100)  # kept for the siblings
-    assert list(chain.tokens_after(0)) == [2, 5, 9]
-    assert list(chain.tokens_after(100)) == [102, 105, 109]
+    assert chain.tokens_after(0) == (2, 5, 9)
+    assert chain.tokens_after(100) == (102, 105, 109)

@@ -380,9 +380,7 @@ class BlockCache(_Engine):
         ns = digest(b"blocks\0", namespace.encode())
         running, level, layer = ns, -1, None
         keys: list[bytes] = []
-        # Counts in a machine array: a known stretch's N counts are copied as bytes, not as
-        # N references to int objects, each touched again when the list is freed.
-        tokens = array("q")
+        tokens: list[int] = []
         chains: list[tuple[int, _Chain]] = []
         total = 0
         blake2b = hashlib.blake2b
@@ -436,14 +434,14 @@ class _Chain:
     """The running key after each block of the stretch."""
     tokens: tuple[int, ...]
     """The stretch's tokens up to and including each block."""
-    _shifted: tuple[int, array[int]] | None = None
+    _shifted: tuple[int, tuple[int, ...]] | None = None
     """The last ``total`` asked for and its counts: siblings start the stretch alike."""
 
-    def tokens_after(self, total: int) -> array[int]:
+    def tokens_after(self, total: int) -> tuple[int, ...]:
         """The prompt's tokens up to each block, when ``total`` tokens come before the stretch."""
         shifted = self._shifted
         if shifted is None or shifted[0] != total:
-            shifted = self._shifted = (total, array("q", map(add, self.tokens, repeat(total))))
+            shifted = self._shifted = (total, tuple(map(add, self.tokens, repeat(total))))
         return shifted[1]
 
 
