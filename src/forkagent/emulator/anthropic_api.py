@@ -155,7 +155,8 @@ class _Prompt:
             if part.head is not None:
                 runs.append(Run(len(blocks), len(blocks) + part.head[0], part.head[1]))
             blocks += part.blocks
-            blocks += part.last
+            if part.last:
+                blocks += part.last
         top = _mark(body.get("cache_control"), "cache_control")
         found = len(marks) + (top is not None)
         if found > MAX_BREAKPOINTS:
