@@ -18,6 +18,7 @@ from _emu_helpers import OPUS_41, text
 
 from forkagent.emulator import Emulator, tokens
 from forkagent.emulator import memo as memo_module
+from forkagent.emulator.anthropic_api import _counted, _Prompt
 from forkagent.emulator.memo import Memo, content_key, forget_everything, head_key, one_request
 from forkagent.emulator.timing import NO_LATENCY
 
@@ -250,3 +251,19 @@ async def test_forget_everything_leaves_the_process_as_fresh_and_usage_unchanged
     assert tokens.encode.cache_info().currsize == 0
     assert all(len(memo) == 0 for memo in list(memo_module._MEMOS))
     assert await _usage(Emulator(latency=NO_LATENCY), _body(blocks)) == first
+
+
+def test_a_long_messages_kept_head_and_last_block_lay_out_as_block_by_block() -> None:
+    """The head path (kept blocks, then the last one's) gives the prompt the blocks and marks
+    of the same message read block by block, in order."""
+    forget_everything()
+    shared = [{"type": "text", "text": f"part {n}"} for n in range(12)]
+    for last in ("first", "second", "third"):  # the head is kept from its second sight on
+        body = _body(shared, last)
+        with one_request(frozen=True):
+            prompt = _Prompt.parse(body)
+        content = body["messages"][0]["content"]
+        whole = _counted(0, "user", content, 0)
+        assert list(prompt.blocks) == list(whole.blocks)
+        assert prompt.marks == whole.marked == (len(content) - 1,)
+        assert prompt.runs[0].stop == len(content) - 1
