@@ -11,6 +11,7 @@ process whose memos start empty, so a reuse that went stale would show.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 from typing import Any
 
@@ -151,7 +152,17 @@ async def test_a_request_holds_no_parsed_prompt_while_its_response_is_on_its_way
     emulator = Emulator(latency=Latency(ttft=30.0), policy=policy)
     reply = _calls()
     body = _child(reply, _results([c["id"] for c in reply]), 0)
+    gc.collect()
+    before = _prompts()  # another test's, still referenced, are not this request's (and kept
+    # here, no new prompt can take one of their ids)
     sent = asyncio.create_task(emulator.dispatch("POST", "/v1/messages", body))
     await accounted.wait()  # the request is now waiting out its time to first token
-    assert not [o for o in gc.get_objects() if type(o) is _Prompt]  # none left to collect
+    gc.collect()  # only what is still referenced stays
+    assert {id(p) for p in _prompts()} <= {id(p) for p in before}
     sent.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await sent
+
+
+def _prompts() -> list[object]:
+    return [o for o in gc.get_objects() if type(o) is _Prompt]
