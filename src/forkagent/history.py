@@ -18,6 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from itertools import chain
+from types import MemberDescriptorType
 from typing import Generic, TypeVar, cast, overload
 
 T = TypeVar("T")
@@ -341,15 +342,26 @@ class History(MutableSequence[T]):
 
 
 class HistoryField(Generic[T]):
-    """A dataclass field holding a ``History``: any iterable assigned to it becomes one.
+    """A slotted dataclass's field holding a ``History``: any iterable assigned to it becomes one.
 
     ``run.messages = [...]`` keeps working (the items are copied once); a view
     or another history assigned is shared, not copied. The field's default is
     an empty history.
+
+    A slotted dataclass turns each field into a plain slot, this one too, so the class puts
+    the field back over its slot once it is made (``over_slot``): the history lives in the
+    slot, and an instance needs no ``__dict__``, one object fewer for the collector.
     """
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._attribute = f"_{name}"
+    _slot: MemberDescriptorType
+    """Where the history is kept: the slot the dataclass made for the field."""
+
+    @classmethod
+    def over_slot(cls, owner: type, name: str) -> None:
+        """Make ``owner``'s slot ``name`` a history field again (call it after ``@dataclass``)."""
+        field: HistoryField[T] = cls()
+        field._slot = owner.__dict__[name]
+        setattr(owner, name, field)
 
     @overload
     def __get__(self, instance: None, owner: type) -> tuple[()]: ...
@@ -360,10 +372,8 @@ class HistoryField(Generic[T]):
     def __get__(self, instance: object | None, owner: type) -> History[T] | tuple[()]:
         if instance is None:
             return ()  # the default dataclasses read from the class: an empty history
-        history: History[T] = getattr(instance, self._attribute)
+        history: History[T] = self._slot.__get__(instance, owner)
         return history
 
     def __set__(self, instance: object, value: Iterable[T]) -> None:
-        # Through ``setattr``, not the instance's ``__dict__``, which asking for would make: the
-        # instance keeps its attributes inline, and every one set after stays cheaper to set.
-        setattr(instance, self._attribute, History(value))
+        self._slot.__set__(instance, History(value))
