@@ -205,19 +205,22 @@ class History(MutableSequence[T]):
     whole history as a view that requests and forks share. Changing or
     removing a frozen item first moves the items from there on into the tail,
     so the views already handed out never change.
+
+    An empty tail is the empty tuple until something is added (``_thaw``): a history
+    waiting on its request, as every agent's does while the request is out, keeps no list.
     """
 
     __slots__ = ("_frozen", "_tail")
 
     def __init__(self, items: Iterable[T] = ()) -> None:
         self._frozen: HistoryView[T] = freeze(items)
-        self._tail: list[T] = []
+        self._tail: list[T] | tuple[()] = ()
 
     def snapshot(self) -> HistoryView[T]:
         """The history as an immutable view: O(log n) plus the items appended since the last."""
         if self._tail:
             self._frozen = self._frozen.extended(self._tail)
-            self._tail = []
+            self._tail = ()
         return self._frozen
 
     def extends(self, view: HistoryView[T]) -> bool:
@@ -266,14 +269,12 @@ class History(MutableSequence[T]):
     def __setitem__(self, index: int | slice, value: T | Iterable[T]) -> None:
         if not isinstance(index, slice):
             position = _position(index, len(self), "history assignment index out of range")
-            self._thaw(position)
-            self._tail[position - len(self._frozen)] = cast(T, value)  # per the overloads
+            self._thaw(position)[position - len(self._frozen)] = cast(T, value)  # per the overloads
             return
         values = cast(Iterable[T], value)  # per the overloads
         span = range(*index.indices(len(self)))
         if span.step == 1:
-            self._thaw(span.start)
-            self._tail[self._own(span)] = values
+            self._thaw(span.start)[self._own(span)] = values
             return
         items = list(values)
         if len(items) != len(span):
@@ -281,38 +282,39 @@ class History(MutableSequence[T]):
                 f"attempt to assign a sequence of size {len(items)} "
                 f"to an extended slice of size {len(span)}"
             )
-        self._thaw(min(span, default=len(self)))
+        tail = self._thaw(min(span, default=len(self)))
         for position, item in zip(span, items, strict=True):
-            self._tail[position - len(self._frozen)] = item
+            tail[position - len(self._frozen)] = item
 
     def __delitem__(self, index: int | slice) -> None:
         if not isinstance(index, slice):
             position = _position(index, len(self), "history assignment index out of range")
-            self._thaw(position)
-            del self._tail[position - len(self._frozen)]
+            del self._thaw(position)[position - len(self._frozen)]
             return
         span = range(*index.indices(len(self)))
         if span.step == 1:
-            self._thaw(span.start)
-            del self._tail[self._own(span)]
+            del self._thaw(span.start)[self._own(span)]
             return
-        self._thaw(min(span, default=len(self)))
+        tail = self._thaw(min(span, default=len(self)))
         for position in sorted(span, reverse=True):
-            del self._tail[position - len(self._frozen)]
+            del tail[position - len(self._frozen)]
 
     def insert(self, index: int, value: T) -> None:
         position = min(max(index + len(self) if index < 0 else index, 0), len(self))
-        self._thaw(position)
-        self._tail.insert(position - len(self._frozen), value)
+        self._thaw(position).insert(position - len(self._frozen), value)
 
     def append(self, value: T) -> None:
-        self._tail.append(value)
+        tail = self._tail
+        if isinstance(tail, list):
+            tail.append(value)
+        else:
+            self._tail = [value]
 
     def extend(self, values: Iterable[T]) -> None:
-        self._tail.extend(list(values) if values is self else values)
+        self._thaw(len(self)).extend(list(values) if values is self else values)
 
     def clear(self) -> None:
-        self._frozen, self._tail = HistoryView(), []
+        self._frozen, self._tail = HistoryView(), ()
 
     def __iter__(self) -> Iterator[T]:
         return chain(self._frozen, self._tail)
@@ -328,12 +330,16 @@ class History(MutableSequence[T]):
     def __reduce__(self) -> tuple[type[History[T]], tuple[list[T]]]:
         return (History, (list(self),))
 
-    def _thaw(self, index: int) -> None:
-        """Move the frozen items from ``index`` on into the tail, where they may change."""
-        frozen = self._frozen
+    def _thaw(self, index: int) -> list[T]:
+        """The tail as a list to change, holding the items from ``index`` on: the frozen ones
+        from there moved into it, where they may change."""
+        frozen, tail = self._frozen, self._tail
+        if not isinstance(tail, list):
+            tail = self._tail = []
         if index < len(frozen):
-            self._tail[:0] = frozen[index:]
+            tail[:0] = frozen[index:]
             self._frozen = frozen.prefix(index)
+        return tail
 
     def _own(self, span: range) -> slice:
         """A step-1 span (already thawed) as a slice of the tail; empty spans keep their start."""
