@@ -355,14 +355,18 @@ def test_a_history_extends_its_snapshot_until_something_before_its_appends_chang
     assert list(history) == [1, 9]
 
 
+def _has_list(history: History[int]) -> bool:
+    return isinstance(history._tail, list)
+
+
 def test_a_history_keeps_no_list_while_nothing_was_added_since_its_snapshot() -> None:
     """As every agent's history while its request is out: one object fewer for the collector."""
     history = History([1, 2])
-    assert not isinstance(history._tail, list)
+    assert not _has_list(history)
     history.append(3)
-    assert isinstance(history._tail, list)
+    assert _has_list(history)
     assert history.snapshot() == (1, 2, 3)
-    assert not isinstance(history._tail, list)
+    assert not _has_list(history)
     assert history.since(history.snapshot()) == ()
     history.append(4)
     history.insert(0, 0)
