@@ -222,6 +222,22 @@ class SharedHistories(RuleBasedStateMachine):
             history.append(item)
         model.extend(items)
 
+    @rule(key=histories, items=st.lists(st.integers(), max_size=6), itself=st.booleans())
+    def extend(self, key: int, items: list[int], itself: bool) -> None:
+        history, model = self.models[key]
+        if itself:
+            history.extend(history)
+            model.extend(model)
+        else:
+            history.extend(items)
+            model.extend(items)
+
+    @rule(key=histories)
+    def clear(self, key: int) -> None:
+        history, model = self.models[key]
+        history.clear()
+        model.clear()
+
     @rule(key=histories)
     def snapshot(self, key: int) -> None:
         history, model = self.models[key]
@@ -337,3 +353,21 @@ def test_a_history_extends_its_snapshot_until_something_before_its_appends_chang
     del history[2:]
     assert not history.extends(view)
     assert list(history) == [1, 9]
+
+
+def _has_list(history: History[int]) -> bool:
+    return isinstance(history._tail, list)
+
+
+def test_a_history_keeps_no_list_while_nothing_was_added_since_its_snapshot() -> None:
+    """As every agent's history while its request is out: one object fewer for the collector."""
+    history = History([1, 2])
+    assert not _has_list(history)
+    history.append(3)
+    assert _has_list(history)
+    assert history.snapshot() == (1, 2, 3)
+    assert not _has_list(history)
+    assert history.since(history.snapshot()) == ()
+    history.append(4)
+    history.insert(0, 0)
+    assert history == [0, 1, 2, 3, 4]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from itertools import chain
+from types import MemberDescriptorType
 from typing import Generic, TypeVar, cast, overload
 
 T = TypeVar("T")
@@ -204,19 +205,22 @@ class History(MutableSequence[T]):
     whole history as a view that requests and forks share. Changing or
     removing a frozen item first moves the items from there on into the tail,
     so the views already handed out never change.
+
+    An empty tail is the empty tuple until something is added (``_thaw``): a history
+    waiting on its request, as every agent's does while the request is out, keeps no list.
     """
 
     __slots__ = ("_frozen", "_tail")
 
     def __init__(self, items: Iterable[T] = ()) -> None:
         self._frozen: HistoryView[T] = freeze(items)
-        self._tail: list[T] = []
+        self._tail: list[T] | tuple[()] = ()
 
     def snapshot(self) -> HistoryView[T]:
         """The history as an immutable view: O(log n) plus the items appended since the last."""
         if self._tail:
             self._frozen = self._frozen.extended(self._tail)
-            self._tail = []
+            self._tail = ()
         return self._frozen
 
     def extends(self, view: HistoryView[T]) -> bool:
@@ -265,14 +269,12 @@ class History(MutableSequence[T]):
     def __setitem__(self, index: int | slice, value: T | Iterable[T]) -> None:
         if not isinstance(index, slice):
             position = _position(index, len(self), "history assignment index out of range")
-            self._thaw(position)
-            self._tail[position - len(self._frozen)] = cast(T, value)  # per the overloads
+            self._thaw(position)[position - len(self._frozen)] = cast(T, value)  # per the overloads
             return
         values = cast(Iterable[T], value)  # per the overloads
         span = range(*index.indices(len(self)))
         if span.step == 1:
-            self._thaw(span.start)
-            self._tail[self._own(span)] = values
+            self._thaw(span.start)[self._own(span)] = values
             return
         items = list(values)
         if len(items) != len(span):
@@ -280,38 +282,39 @@ class History(MutableSequence[T]):
                 f"attempt to assign a sequence of size {len(items)} "
                 f"to an extended slice of size {len(span)}"
             )
-        self._thaw(min(span, default=len(self)))
+        tail = self._thaw(min(span, default=len(self)))
         for position, item in zip(span, items, strict=True):
-            self._tail[position - len(self._frozen)] = item
+            tail[position - len(self._frozen)] = item
 
     def __delitem__(self, index: int | slice) -> None:
         if not isinstance(index, slice):
             position = _position(index, len(self), "history assignment index out of range")
-            self._thaw(position)
-            del self._tail[position - len(self._frozen)]
+            del self._thaw(position)[position - len(self._frozen)]
             return
         span = range(*index.indices(len(self)))
         if span.step == 1:
-            self._thaw(span.start)
-            del self._tail[self._own(span)]
+            del self._thaw(span.start)[self._own(span)]
             return
-        self._thaw(min(span, default=len(self)))
+        tail = self._thaw(min(span, default=len(self)))
         for position in sorted(span, reverse=True):
-            del self._tail[position - len(self._frozen)]
+            del tail[position - len(self._frozen)]
 
     def insert(self, index: int, value: T) -> None:
         position = min(max(index + len(self) if index < 0 else index, 0), len(self))
-        self._thaw(position)
-        self._tail.insert(position - len(self._frozen), value)
+        self._thaw(position).insert(position - len(self._frozen), value)
 
     def append(self, value: T) -> None:
-        self._tail.append(value)
+        tail = self._tail
+        if isinstance(tail, list):
+            tail.append(value)
+        else:
+            self._tail = [value]
 
     def extend(self, values: Iterable[T]) -> None:
-        self._tail.extend(list(values) if values is self else values)
+        self._thaw(len(self)).extend(list(values) if values is self else values)
 
     def clear(self) -> None:
-        self._frozen, self._tail = HistoryView(), []
+        self._frozen, self._tail = HistoryView(), ()
 
     def __iter__(self) -> Iterator[T]:
         return chain(self._frozen, self._tail)
@@ -327,12 +330,16 @@ class History(MutableSequence[T]):
     def __reduce__(self) -> tuple[type[History[T]], tuple[list[T]]]:
         return (History, (list(self),))
 
-    def _thaw(self, index: int) -> None:
-        """Move the frozen items from ``index`` on into the tail, where they may change."""
-        frozen = self._frozen
+    def _thaw(self, index: int) -> list[T]:
+        """The tail as a list to change, holding the items from ``index`` on: the frozen ones
+        from there moved into it, where they may change."""
+        frozen, tail = self._frozen, self._tail
+        if not isinstance(tail, list):
+            tail = self._tail = []
         if index < len(frozen):
-            self._tail[:0] = frozen[index:]
+            tail[:0] = frozen[index:]
             self._frozen = frozen.prefix(index)
+        return tail
 
     def _own(self, span: range) -> slice:
         """A step-1 span (already thawed) as a slice of the tail; empty spans keep their start."""
@@ -341,15 +348,26 @@ class History(MutableSequence[T]):
 
 
 class HistoryField(Generic[T]):
-    """A dataclass field holding a ``History``: any iterable assigned to it becomes one.
+    """A slotted dataclass's field holding a ``History``: any iterable assigned to it becomes one.
 
     ``run.messages = [...]`` keeps working (the items are copied once); a view
     or another history assigned is shared, not copied. The field's default is
     an empty history.
+
+    A slotted dataclass turns each field into a plain slot, this one too, so the class puts
+    the field back over its slot once it is made (``over_slot``): the history lives in the
+    slot, and an instance needs no ``__dict__``, one object fewer for the collector.
     """
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._attribute = f"_{name}"
+    _slot: MemberDescriptorType
+    """Where the history is kept: the slot the dataclass made for the field."""
+
+    @classmethod
+    def over_slot(cls, owner: type, name: str) -> None:
+        """Make ``owner``'s slot ``name`` a history field again (call it after ``@dataclass``)."""
+        field: HistoryField[T] = cls()
+        field._slot = owner.__dict__[name]
+        setattr(owner, name, field)
 
     @overload
     def __get__(self, instance: None, owner: type) -> tuple[()]: ...
@@ -360,10 +378,8 @@ class HistoryField(Generic[T]):
     def __get__(self, instance: object | None, owner: type) -> History[T] | tuple[()]:
         if instance is None:
             return ()  # the default dataclasses read from the class: an empty history
-        history: History[T] = getattr(instance, self._attribute)
+        history: History[T] = self._slot.__get__(instance, owner)
         return history
 
     def __set__(self, instance: object, value: Iterable[T]) -> None:
-        # Through ``setattr``, not the instance's ``__dict__``, which asking for would make: the
-        # instance keeps its attributes inline, and every one set after stays cheaper to set.
-        setattr(instance, self._attribute, History(value))
+        self._slot.__set__(instance, History(value))

@@ -3,7 +3,8 @@
 Each cut must behave as the general path it replaces: the caller tag put back by value, a
 waited child's end handed out in its task's own context, a lone waiter kept without a list,
 one budget for every agent without limits of its own, a held sibling kept by its handle, one
-bound ``on_change`` for every recorded run.
+bound ``on_change`` for every recorded run, a request's deadline ended without a ``with``, a
+handle that is its own task's done callback, and a run without a ``__dict__``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ from forkagent import ForkParams, Limits, RuntimeOptions
 from forkagent._orchestration.budget import Budget
 from forkagent._orchestration.loop import AgentRun, run_loop
 from forkagent._orchestration.tasks import AgentTask, TaskResult
+from forkagent._orchestration.timeouts import RequestTimeout
 from forkagent.emulator import Emulator
 from forkagent.emulator.timing import NO_LATENCY
 from forkagent.errors import BudgetExceededError
+from forkagent.history import History
+from forkagent.messages import user
 from forkagent.models.base import CALLER, Caller
 from forkagent.models.emulator import EmulatorModel
 from forkagent.models.function import Reply
@@ -130,6 +134,72 @@ async def test_a_waited_child_ends_in_its_own_context_and_keeps_no_other(
     assert (await waiters[0]).output == "done"  # through ``_hand_out``: no ``hand_out`` here
     with pytest.raises(RuntimeError, match="lost"):
         await waiters[1]
+
+
+async def test_a_waited_childs_task_has_its_handle_as_done_callback_not_a_bound_method() -> None:
+    go = asyncio.Event()
+
+    async def body() -> TaskResult:
+        await go.wait()
+        return RESULT
+
+    handle = _handle()
+    handle.begin(body)
+    waiter = handle.wait()
+    assert handle._task is not None
+    referents = gc.get_referents(handle._task)
+    assert any(o is handle for o in referents)
+    assert not any(isinstance(o, types.MethodType) for o in referents)
+    go.set()
+    assert (await waiter).output == "done"
+
+
+# -- a request's deadline and a run's attributes -----------------------------------------------
+
+
+async def test_a_request_in_flight_keeps_no_bound_method_of_its_deadline(tmp_path: Path) -> None:
+    """The deadline is ended by hand: a ``with`` would keep its bound ``__exit__`` alive for
+    the request's life. The request still answers, and its deadline is let go after."""
+    during: list[int] = []
+
+    def answer(request: ModelRequest) -> str:
+        gc.collect()
+        during.append(
+            sum(
+                isinstance(o, types.MethodType) and isinstance(o.__self__, RequestTimeout)
+                for o in gc.get_objects()
+            )
+        )
+        return "done"
+
+    result = await make_agent(FunctionModel(answer), tmp_path, request_timeout=600).run("go")
+    assert result.status == "completed"
+    assert during == [0]
+    gc.collect()
+    assert not any(isinstance(o, RequestTimeout) for o in gc.get_objects())
+
+
+async def test_a_run_has_no_dict_and_its_messages_stay_a_history(tmp_path: Path) -> None:
+    model = FunctionModel(lambda request: "done")
+    async with make_agent(model, tmp_path).session() as session:
+        run = session.root
+        assert not hasattr(run, "__dict__")  # slotted: no dict per run for the collector
+        assert isinstance(run.messages, History)
+        run.messages = [user("a"), user("b")]  # any iterable becomes a history
+        assert isinstance(run.messages, History)
+        assert run.messages == [user("a"), user("b")]
+    bare = AgentRun(
+        id="r",
+        model=model,
+        system="",
+        tools=(),
+        tool_specs=(),
+        settings=run.settings,
+        cwd=tmp_path,
+        budget=run.budget,
+    )
+    assert isinstance(bare.messages, History)
+    assert len(bare.messages) == 0
 
 
 # -- budgets -----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import asyncio
 import gc
 import weakref
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Literal
 
@@ -31,7 +32,7 @@ async def guarded(kind: Kind, seconds: float | None, body: Callable[[], Awaitabl
     if kind == "asyncio":
         async with asyncio.timeout(seconds):
             return await body()
-    with request_timeout(seconds):
+    with request_timeout(seconds) or nullcontext():
         return await body()
 
 
@@ -172,7 +173,7 @@ async def test_one_timer_serves_every_request_and_none_outlives_them() -> None:
 
 def test_a_finished_loop_is_not_kept_alive_by_its_timer() -> None:
     async def one_request() -> None:
-        with request_timeout(600):
+        with request_timeout(600) or nullcontext():
             await asyncio.sleep(0)
 
     loop = asyncio.new_event_loop()
@@ -186,7 +187,7 @@ def test_a_finished_loop_is_not_kept_alive_by_its_timer() -> None:
 
 def test_a_collected_loops_timer_is_dropped_with_it() -> None:
     async def one_request() -> None:
-        with request_timeout(600):
+        with request_timeout(600) or nullcontext():
             await asyncio.sleep(0)
 
     gc.collect()

@@ -119,9 +119,13 @@ _NO_USAGE = Usage()
 """Every run's usage before its first response: one frozen value, not one per run."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class AgentRun:
-    """One agent's conversation and everything its requests are made from."""
+    """One agent's conversation and everything its requests are made from.
+
+    Slotted: with its 38 fields (past the 30 that CPython 3.11 keeps inline) every run would
+    have a ``__dict__``, one object more per agent for the collector to walk.
+    """
 
     id: str
     model: Model
@@ -132,7 +136,7 @@ class AgentRun:
     settings: ModelSettings
     cwd: Path
     budget: Budget
-    # A descriptor, made once for the class: each run's history lives in the run.
+    # A descriptor over the field's slot (``HistoryField.over_slot``, after the class).
     messages: HistoryField[Message] = HistoryField()  # noqa: RUF009
     """A ``History``: behaves like a list; assigning any iterable of messages copies it
     (a ``HistoryView`` or another history is shared instead)."""
@@ -245,6 +249,9 @@ class AgentRun:
             "shared_prefix_end": self.shared_prefix_end,
         }
         return _new_request(values, _REQUEST_FIELDS)
+
+
+HistoryField.over_slot(AgentRun, "messages")
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,12 +417,21 @@ async def _request(run: AgentRun) -> ModelResponse:
     outer = CALLER.get()
     CALLER.set(_caller(run))
     try:
-        with request_timeout(run.timeout):
+        # Its deadline is ended by hand, not by ``with``: a ``with`` would keep the bound
+        # ``__exit__`` for the request's life (one object more per request in flight).
+        deadline = request_timeout(run.timeout)
+        try:
             if sibling:
                 run.emit(_request_sent(run.id, run.turns, request))
                 response = await run.model.request(request)
             else:
                 response = await _send(run, request)
+        except BaseException as exc:
+            if deadline is not None and deadline.end(type(exc)):
+                raise TimeoutError from None
+            raise
+        if deadline is not None:
+            deadline.end(None)
     except TimeoutError:
         raise ModelError(
             f"{run.model.spec} did not answer within {run.timeout}s; "

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 
 
 class RequestTimeout:
-    """One request's deadline: a context manager around the request's ``await``."""
+    """One request's deadline: a context manager around the request's ``await``, or ended by
+    hand (``end``) where a ``with`` would keep its bound ``__exit__`` for the request's life."""
 
     __slots__ = ("_cancelling", "_task", "_timer", "deadline", "expired")
 
@@ -39,11 +39,16 @@ class RequestTimeout:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        if self.end(exc_type):
+            raise TimeoutError from None
+
+    def end(self, exc_type: type[BaseException] | None) -> bool:
+        """Stop watching (the request ended with ``exc_type``, None for a result); whether
+        that end is this deadline's, which ``__exit__`` raises as ``TimeoutError``."""
         self._timer.forget(self)
         # As asyncio.timeout: a cancellation counts as the timeout only if nobody else's is pending.
         expired_alone = self.expired and self._task.uncancel() <= self._cancelling
-        if expired_alone and exc_type is asyncio.CancelledError:
-            raise TimeoutError from None
+        return expired_alone and exc_type is asyncio.CancelledError
 
     def expire(self) -> None:
         self.expired = True
@@ -109,14 +114,11 @@ def _drop(loop: weakref.ref[asyncio.AbstractEventLoop]) -> None:
     _timers.pop(loop, None)
 
 
-_NO_TIMEOUT = nullcontext()
-
-
-def request_timeout(seconds: float | None) -> AbstractContextManager[object]:
+def request_timeout(seconds: float | None) -> RequestTimeout | None:
     """``with request_timeout(s):`` cancels the current task after ``s`` seconds, then
     raises ``TimeoutError``, as ``async with asyncio.timeout(s):`` does; None: no limit."""
     if seconds is None:
-        return _NO_TIMEOUT
+        return None
     loop = asyncio.get_running_loop()
     timer = _timers.get(weakref.ref(loop))
     if timer is None:
