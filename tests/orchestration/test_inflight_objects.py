@@ -3,8 +3,8 @@
 Each cut must behave as the general path it replaces: the caller tag put back by value, a
 waited child's end handed out in its task's own context, a lone waiter kept without a list,
 one budget for every agent without limits of its own, a held sibling kept by its handle, one
-bound ``on_change`` for every recorded run, a request's deadline ended without a ``with``, a
-handle that is its own task's done callback, and a run without a ``__dict__``.
+bound ``on_change`` for every recorded run, a request's deadline ended without a ``with``, and
+a run without a ``__dict__``.
 """
 
 from __future__ import annotations
@@ -134,24 +134,6 @@ async def test_a_waited_child_ends_in_its_own_context_and_keeps_no_other(
     assert (await waiters[0]).output == "done"  # through ``_hand_out``: no ``hand_out`` here
     with pytest.raises(RuntimeError, match="lost"):
         await waiters[1]
-
-
-async def test_a_waited_childs_task_has_its_handle_as_done_callback_not_a_bound_method() -> None:
-    go = asyncio.Event()
-
-    async def body() -> TaskResult:
-        await go.wait()
-        return RESULT
-
-    handle = _handle()
-    handle.begin(body)
-    waiter = handle.wait()
-    assert handle._task is not None
-    referents = gc.get_referents(handle._task)
-    assert any(o is handle for o in referents)
-    assert not any(isinstance(o, types.MethodType) for o in referents)
-    go.set()
-    assert (await waiter).output == "done"
 
 
 # -- a request's deadline and a run's attributes -----------------------------------------------

@@ -196,9 +196,8 @@ class AgentTask:
     def _call_at_end(self, task: asyncio.Task[TaskResult]) -> None:
         """``_hand_out`` when ``task`` ends, run in the task's own context: the task is done
         by then, so nothing else is in it (and it is only ever entered on its loop's thread),
-        and no copy of the caller's context is kept per waited child. The callback is the
-        handle itself (``__call__``)."""
-        task.add_done_callback(self, context=self._context)
+        and no copy of the caller's context is kept per waited child."""
+        task.add_done_callback(self._hand_out, context=self._context)
 
     def hand_out(self, result: TaskResult) -> None:
         """``result`` to each waiter still waiting, from the task's last step (it returns
@@ -211,7 +210,7 @@ class AgentTask:
         if waiters is None:
             return
         assert self._task is not None
-        self._task.remove_done_callback(self)
+        self._task.remove_done_callback(self._hand_out)
         for waiter in _each(waiters):
             if not waiter.done():
                 waiter.set_result(result)
@@ -229,10 +228,6 @@ class AgentTask:
                 waiter.set_exception(outcome)
             else:
                 waiter.set_result(task.result())
-
-    # The handle is its own task's done callback (``_call_at_end``): a bound ``_hand_out``
-    # would be one object more per waited child, alive for as long as the child runs.
-    __call__ = _hand_out
 
     def cancel(self) -> None:
         """Stop this task and, through it, every task it started.
