@@ -115,8 +115,9 @@ def _drop(loop: weakref.ref[asyncio.AbstractEventLoop]) -> None:
 
 
 def request_timeout(seconds: float | None) -> RequestTimeout | None:
-    """``with request_timeout(s):`` cancels the current task after ``s`` seconds, then
-    raises ``TimeoutError``, as ``async with asyncio.timeout(s):`` does; None: no limit."""
+    """A deadline that cancels the current task after ``seconds``, then raises
+    ``TimeoutError`` (from ``with`` or ``end``), as ``async with asyncio.timeout(s):`` does;
+    None for no limit, so a request without one makes no object."""
     if seconds is None:
         return None
     loop = asyncio.get_running_loop()
