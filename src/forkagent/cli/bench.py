@@ -42,7 +42,7 @@ def _load_bench() -> ModuleType:
 
 def bench_command(
     quick: Annotated[
-        bool, typer.Option("--quick", help="A smaller subset, in about half a minute.")
+        bool, typer.Option("--quick", help="A smaller subset, in half a minute to a minute.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     plot: Annotated[
