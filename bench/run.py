@@ -138,6 +138,13 @@ def overhead_table(report: dict[str, Any]) -> Table:
         "",
     )
     table.add_row(
+        "the same as bare forks (requests built, nothing else)",
+        f"({figures['bare_fork_ratio']:.2f}x)",
+        "",
+        "",
+        "",
+    )
+    table.add_row(
         "the same at the defaults (registry, transcripts)",
         f"{figures['forks_per_second_default']:,.0f}/s ({figures['throughput_ratio_default']:.2f}x)",
         "",

@@ -39,7 +39,13 @@ def test_the_json_has_economics_rows_overhead_figures_and_targets(report: dict[s
     for row in report["economics"]:
         assert set(row) == {"children", "prefix_tokens", "strategy", "billed", "ratio_to_bound"}
     overhead = report["overhead"]
-    for key in ("fork_build_ms_per_child", "fork_bytes_per_child", "cancel_ms", "throughput_ratio"):
+    for key in (
+        "fork_build_ms_per_child",
+        "fork_bytes_per_child",
+        "cancel_ms",
+        "throughput_ratio",
+        "bare_fork_ratio",
+    ):
         assert overhead[key] > 0
     for key in (
         "throughput_ratio_default",
@@ -131,3 +137,20 @@ async def test_each_recording_configuration_records_what_its_name_says(
     assert (tmp_path / "registry.db").exists() is registry
     written = sorted(p.stem.split("-")[0] for p in (tmp_path / "state").rglob("*.jsonl"))
     assert written == (["fork"] * 3 + ["main"] if transcripts else [])
+
+
+async def test_bare_forks_send_the_very_requests_the_runtime_sent(tmp_path: Path) -> None:
+    """The bare-fork figure is only a bound if its requests are the runtime's, byte for byte."""
+    from bench import overhead
+    from bench._agents import offline_agent
+
+    _, _, sent = await overhead._runtime_run(tmp_path, 4, offline_agent)
+    build = overhead.bare_forks(sent)
+
+    made = [build(n) for n in range(4)]
+    assert made == sent
+    assert [r.canonical_bytes() for r in made] == [r.canonical_bytes() for r in sent]
+    assert made[3].messages[0] is sent[0].messages[0]  # the history is shared, not copied
+
+    with pytest.raises(RuntimeError, match="differs"):
+        overhead.bare_forks([*sent[:3], sent[0]])  # the last fork's request is not its own
