@@ -15,9 +15,9 @@
   requests the runtime's run taught it. ``bare_fork_ratio`` reads the ideal
   against bare forks: the same requests, each built the least way a runtime
   could (the first fork's request with its directive's text replaced), then
-  sent as the ideal sends them. It is the most any runtime could read, so it
-  shows how much of ``throughput_ratio``'s target is left for the runtime's own
-  work.
+  sent as the ideal sends them. It is about the most any runtime could read, so
+  it shows how much of ``throughput_ratio``'s target is left for the runtime's
+  own work.
 - **Cancel latency**: a tree of 100 agents (the main agent, 9 named agents,
   10 named agents under each) all waiting on a response; the time from
   ``session.aclose()`` until every task has ended.
@@ -292,7 +292,8 @@ def _directive(n: int) -> str:
 
 async def _direct_run(warm: ModelRequest, requests: Iterable[ModelRequest]) -> float:
     """Seconds for ``requests`` sent straight to the model, in the order fan-out sends them:
-    the first alone, then the rest at once. Bare forks' are made as they are sent."""
+    the first alone, then the rest at once. Bare forks' are made in the timed part: the first
+    before it is sent, the rest all before they are (as the runtime makes its forks)."""
     model = EmulatorModel(MODEL, Emulator(latency=NO_LATENCY))
     forget_everything()  # or the runtime's run would have warmed the emulator for this one
     each = iter(requests)
