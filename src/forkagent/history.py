@@ -304,14 +304,10 @@ class History(MutableSequence[T]):
         self._thaw(position).insert(position - len(self._frozen), value)
 
     def append(self, value: T) -> None:
-        tail = self._tail
-        if isinstance(tail, list):
-            tail.append(value)
-        else:
-            self._tail = [value]
+        self._open_tail().append(value)
 
     def extend(self, values: Iterable[T]) -> None:
-        self._thaw(len(self)).extend(list(values) if values is self else values)
+        self._open_tail().extend(list(values) if values is self else values)
 
     def clear(self) -> None:
         self._frozen, self._tail = HistoryView(), ()
@@ -333,12 +329,17 @@ class History(MutableSequence[T]):
     def _thaw(self, index: int) -> list[T]:
         """The tail as a list to change, holding the items from ``index`` on: the frozen ones
         from there moved into it, where they may change."""
-        frozen, tail = self._frozen, self._tail
-        if not isinstance(tail, list):
-            tail = self._tail = []
+        frozen, tail = self._frozen, self._open_tail()
         if index < len(frozen):
             tail[:0] = frozen[index:]
             self._frozen = frozen.prefix(index)
+        return tail
+
+    def _open_tail(self) -> list[T]:
+        """The tail as a list, made on the first item added since the last snapshot."""
+        tail = self._tail
+        if not isinstance(tail, list):
+            tail = self._tail = []
         return tail
 
     def _own(self, span: range) -> slice:
